@@ -1,0 +1,141 @@
+"""The contract between the harness and every kernel under test (DESIGN.md, "The contract").
+
+A kernel under test is any object with ``name``, ``methods``, ``verify(batch) -> VerifyOutput`` and,
+optionally, ``capabilities`` (what it claims beyond the minimum) and ``random_draws(batch)`` (the exact
+uniforms it will use, which switches on exact coupled checks). Properties a kernel does not claim are
+reported as "not claimed", never as passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Optional, Protocol, runtime_checkable
+
+import torch
+
+METHODS = ("token", "block")
+LOGIT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+@dataclass
+class VerifyBatch:
+    """One batch of requests to verify. All tensors live on one device.
+
+    Request ``r`` owns ``k_r = cu[r+1] - cu[r]`` drafts and ``k_r + 1`` consecutive target rows
+    starting at row ``cu[r] + r``.
+    """
+
+    target_logits: torch.Tensor  # [num_logits, V] float32|bfloat16|float16, raw (no temperature)
+    draft_logits: Optional[torch.Tensor]  # [num_draft_total, V] same dtype, or None: point-mass drafts
+    draft_token_ids: torch.Tensor  # [num_draft_total] int64
+    cu_num_draft_tokens: torch.Tensor  # [num_reqs + 1] int32, starts at 0, non-decreasing
+    temperature: torch.Tensor  # [num_reqs] float32, 0.0 = greedy
+    seeds: torch.Tensor  # [num_reqs] int64
+    positions: torch.Tensor  # [num_reqs] int64, absolute position of each request's first target row
+    method: str = "token"  # "token" | "block"
+    max_chunk_bytes: Optional[int] = None
+    want_logprobs: bool = False
+
+    @property
+    def num_reqs(self) -> int:
+        return int(self.cu_num_draft_tokens.numel()) - 1
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.target_logits.shape[-1])
+
+    @property
+    def device(self) -> torch.device:
+        return self.target_logits.device
+
+    def draft_lengths(self) -> list[int]:
+        cu = self.cu_num_draft_tokens.tolist()
+        return [cu[i + 1] - cu[i] for i in range(len(cu) - 1)]
+
+    @property
+    def max_draft_len(self) -> int:
+        lengths = self.draft_lengths()
+        return max(lengths) if lengths else 0
+
+    def to(self, device: torch.device | str) -> VerifyBatch:
+        """A copy with every tensor moved to ``device``."""
+        move = lambda t: None if t is None else t.to(device)
+        return replace(
+            self,
+            target_logits=move(self.target_logits),
+            draft_logits=move(self.draft_logits),
+            draft_token_ids=move(self.draft_token_ids),
+            cu_num_draft_tokens=move(self.cu_num_draft_tokens),
+            temperature=move(self.temperature),
+            seeds=move(self.seeds),
+            positions=move(self.positions),
+        )
+
+    def clone(self) -> VerifyBatch:
+        """A deep copy (tensors cloned), used to prove a kernel leaves its inputs untouched."""
+        cl = lambda t: None if t is None else t.clone()
+        return replace(
+            self,
+            target_logits=cl(self.target_logits),
+            draft_logits=cl(self.draft_logits),
+            draft_token_ids=cl(self.draft_token_ids),
+            cu_num_draft_tokens=cl(self.cu_num_draft_tokens),
+            temperature=cl(self.temperature),
+            seeds=cl(self.seeds),
+            positions=cl(self.positions),
+        )
+
+
+@dataclass
+class VerifyOutput:
+    """What a kernel returns for a batch.
+
+    ``output_token_ids[r]`` holds the accepted drafts, then the correction or bonus token, then ``-1``
+    padding; ``num_emitted[r]`` is in ``[1, k_r + 1]``; ``logprobs`` (when asked for and claimed) is the
+    log-probability of each emitted token under the temperature-scaled target row it was emitted from
+    (raw log-softmax for greedy rows), padded with ``0.0``.
+    """
+
+    output_token_ids: torch.Tensor  # [num_reqs, max_k + 1] int64
+    num_emitted: torch.Tensor  # [num_reqs] int32
+    logprobs: Optional[torch.Tensor] = None  # [num_reqs, max_k + 1] float32
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a kernel claims beyond token/block ``methods``. Unclaimed features are not tested."""
+
+    point_mass_drafts: bool = True  # accepts draft_logits=None
+    greedy: bool = True  # temperature == 0 rows
+    logprobs: bool = False
+    chunking: bool = False  # honours max_chunk_bytes, results independent of it
+    dtypes: frozenset = field(default_factory=lambda: frozenset({torch.float32}))
+    max_vocab: int = 262_144
+    max_draft_len: int = 16
+    raises_on_bad_input: bool = False  # validates arguments and raises ValueError before launching
+    devices: frozenset = field(default_factory=lambda: frozenset({"cpu", "cuda"}))
+
+
+@runtime_checkable
+class KernelUnderTest(Protocol):
+    """The plug-in protocol. ``random_draws`` and ``capabilities`` are optional attributes."""
+
+    name: str
+    methods: frozenset
+
+    def verify(self, batch: VerifyBatch) -> VerifyOutput: ...
+
+
+def capabilities_of(kernel: object) -> Capabilities:
+    """The kernel's declared capabilities, or the conservative defaults."""
+    caps = getattr(kernel, "capabilities", None)
+    return caps if isinstance(caps, Capabilities) else Capabilities()
+
+
+def has_random_draws(kernel: object) -> bool:
+    """True when the kernel exposes the exact uniforms it uses (enables coupled exactness checks).
+
+    ``random_draws(batch)`` returns ``(accept_uniforms [num_draft_total], sampling_uniforms
+    [num_logits, V])`` as float32 tensors following docs/interfaces.md section 1.
+    """
+    return callable(getattr(kernel, "random_draws", None))

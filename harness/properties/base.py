@@ -1,0 +1,109 @@
+"""What a property is, what it returns, and the registry the runner walks.
+
+A property is one claim about a kernel (DESIGN.md layers 1-5). It decides whether the kernel claims
+it (``claimed``), runs its cases under a ``RunContext``, and returns a ``PropertyResult`` whose verdict
+is ``pass``, ``fail``, ``not claimed`` or ``error``. Results serialise to the report schema of
+docs/interfaces.md section 5.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional, Protocol
+
+import numpy as np
+import torch
+
+from harness.profiles import Profile
+
+PASS, FAIL, NOT_CLAIMED, ERROR = "pass", "fail", "not claimed", "error"
+
+
+@dataclass
+class RunContext:
+    """Everything a property needs besides the kernel."""
+
+    profile: Profile
+    device: torch.device
+    seed: int  # the run's root seed; properties derive their own with ``child_seed``
+    kernel_spec: str = ""  # how the kernel was named on the command line (for repro commands)
+    fail_fast: bool = False  # stop a property at its first confirmed failure
+    extra: dict = field(default_factory=dict)
+
+    def child_seed(self, *labels: object) -> int:
+        """A seed derived deterministically from the run seed and labels (never a global RNG)."""
+        ss = np.random.SeedSequence([self.seed, *[zlib.crc32(str(x).encode()) for x in labels]])
+        return int(ss.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
+
+    def rng(self, *labels: object) -> np.random.Generator:
+        return np.random.default_rng(self.child_seed(*labels))
+
+
+@dataclass
+class StatRecord:
+    """One statistical assertion: its statistic, p-value, and the alpha and power it was sized for."""
+
+    name: str
+    n: int
+    cells: int
+    statistic: float
+    p_value: float
+    alpha: float
+    power: float
+    detectable_tv: float
+    rejected: bool = False
+    confirmed: Optional[bool] = None  # outcome of the re-run with fresh randomness, if one was made
+    observed: list = field(default_factory=list)
+    expected: list = field(default_factory=list)
+    labels: list = field(default_factory=list)
+
+
+@dataclass
+class Finding:
+    """One failure: enough to understand it and to reproduce it with one command."""
+
+    cls: str  # failure class, e.g. "id_out_of_range", "coupled_mismatch", "law_rejected"
+    first_field: str  # first differing output field, e.g. "output_token_ids[3,1]"
+    message: str
+    case: dict = field(default_factory=dict)  # self-contained case description (harness/cases.py)
+    evidence: dict = field(default_factory=dict)
+    repro: str = ""
+
+
+@dataclass
+class PropertyResult:
+    name: str
+    layer: int
+    verdict: str
+    cases: int = 0
+    seconds: float = 0.0
+    ties: int = 0
+    statistics: list[StatRecord] = field(default_factory=list)
+    failures: list[Finding] = field(default_factory=list)
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        for f in d["failures"]:
+            f["class"] = f.pop("cls")
+        return d
+
+
+class Property(Protocol):
+    name: str
+    layer: int
+
+    def claimed(self, kernel: object) -> bool: ...
+
+    def run(self, kernel: object, ctx: RunContext) -> PropertyResult: ...
+
+
+REGISTRY: dict[str, Property] = {}
+
+
+def register(prop: Property) -> Property:
+    """Add a property to the registry (names are unique; re-registering replaces)."""
+    REGISTRY[prop.name] = prop
+    return prop
