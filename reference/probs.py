@@ -1,0 +1,72 @@
+"""Temperature-scaled probabilities in float64, shared by the verifier, the exact laws and the sampler.
+
+Conventions (docs/interfaces.md section 2): ``b = softmax(logits / T)`` with the request's ``T``
+applied to target AND draft rows; greedy rows (``T == 0``) use raw logits (``T = 1``) for logprobs and
+the lowest-index argmax for decisions. A row that is all ``-inf`` or contains NaN yields NaN
+probabilities; callers treat such rows as degenerate (interfaces.md section 3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def effective_temperature(temperature) -> np.ndarray:
+    """float64 temperatures with greedy (``0``) replaced by ``1`` (raw logits for greedy logprobs)."""
+    t = np.asarray(temperature, dtype=np.float64)
+    return np.where(t == 0.0, 1.0, t)
+
+
+def log_softmax_rows(logits, temperature) -> np.ndarray:
+    """``log_softmax(logits / T)`` per row, float64; ``temperature`` broadcasts against rows (``[n]``)."""
+    z = np.asarray(logits, dtype=np.float64) / np.asarray(temperature, dtype=np.float64)[..., None]
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        top = np.max(z, axis=-1, keepdims=True)
+        shifted = z - top
+        return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+
+
+def softmax_rows(logits, temperature) -> np.ndarray:
+    """``softmax(logits / T)`` per row, float64 (exact zeros where a logit is ``-inf``)."""
+    z = np.asarray(logits, dtype=np.float64) / np.asarray(temperature, dtype=np.float64)[..., None]
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        e = np.exp(z - np.max(z, axis=-1, keepdims=True))
+        return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def greedy_argmax(logits) -> tuple[np.ndarray, np.ndarray]:
+    """Lowest-index argmax of each raw-logit row and the top-2 logit gap (``inf`` when ``V == 1``).
+
+    NaN entries are treated as ``-inf`` so the id is always in ``[0, V)``.
+    """
+    z = np.asarray(logits, dtype=np.float64)
+    z = np.where(np.isnan(z), -np.inf, z)
+    ids = np.argmax(z, axis=-1)
+    if z.shape[-1] < 2:
+        return ids, np.full(ids.shape, np.inf)
+    top2 = -np.partition(-z, 1, axis=-1)[..., :2]
+    with np.errstate(invalid="ignore"):
+        gap = top2[..., 0] - top2[..., 1]
+    return ids, np.where(np.isnan(gap), 0.0, gap)
+
+
+def clipped_ratio_step(p_prev, target_prob, draft_prob) -> np.ndarray:
+    """Block verification's ``p_i = min(p_{i-1} * b_i(x_i) / q_i(x_i), 1)``, clipped at EVERY step.
+
+    ``q_i(x_i) == 0`` (a draft token its own draft could not have produced; only fuzzed inputs do this)
+    counts as an infinite ratio when ``p_{i-1} * b_i(x_i) > 0`` and as 0 otherwise, which agrees with
+    token verification's ``u * q < b`` for ``g == 1``.
+    """
+    num = np.asarray(p_prev, dtype=np.float64) * target_prob
+    q = np.asarray(draft_prob, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(q > 0, num / np.where(q > 0, q, 1.0), np.where(num > 0, np.inf, 0.0))
+    return np.minimum(ratio, 1.0)
+
+
+def stop_probability(residual_mass, p_i) -> np.ndarray:
+    """Block verification's ``h_i = Z_{i+1} / (Z_{i+1} + 1 - p_i)``; 1 when the denominator is 0."""
+    z = np.asarray(residual_mass, dtype=np.float64)
+    den = z + (1.0 - np.asarray(p_i, dtype=np.float64))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, z / np.where(den > 0, den, 1.0), 1.0)
