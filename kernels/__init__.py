@@ -1,0 +1,11 @@
+"""specfuzz's production Triton kernels for speculative-decoding verification.
+
+Public entry points (docs/interfaces.md section 4): :func:`rejection_sample` and :func:`random_draws`.
+Importing this package selects the Triton CPU interpreter when no GPU is present.
+"""
+
+from kernels import _device  # noqa: F401  (must run before triton is imported)
+from kernels.randomness import random_draws
+from kernels.driver import rejection_sample
+
+__all__ = ["rejection_sample", "random_draws"]

@@ -1,0 +1,231 @@
+"""Benchmark of ``kernels.rejection_sample`` on a GPU (issue 3's table).
+
+For each shape: median time (CUDA events via ``triton.testing.do_bench``, L2 flushed), effective
+bandwidth as a fraction of the measured device-to-device copy bandwidth (counting one read of every
+logit row, and the reads the algorithm cannot avoid: block verification with draft logits re-reads
+target rows 0..g-1 and all draft rows), the time of the same call with host draft lengths (no sync), the
+speed-up over ``bench/torch_eager.py`` and the host (CPU) time of one no-sync call. Ends with the peak-memory check of a 512 x 8 x 262144
+call. Usage: ``PYTHONPATH=. python3 bench/bench_kernels.py [--quick] [--requests 128 512] ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+
+import torch
+
+import kernels
+from bench.torch_eager import rejection_sample_eager
+
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--requests", type=int, nargs="+", default=[1, 16, 128, 512])
+    p.add_argument("--draft-lens", type=int, nargs="+", default=[1, 4, 8])
+    p.add_argument("--vocabs", type=int, nargs="+", default=[32000, 128256, 151936, 262144])
+    p.add_argument("--dtypes", nargs="+", default=["bf16", "fp32"], choices=sorted(DTYPES))
+    p.add_argument("--methods", nargs="+", default=["token", "block"])
+    p.add_argument("--drafts", nargs="+", default=["logits", "point"], choices=["logits", "point"])
+    p.add_argument("--quick", action="store_true", help="requests 1/128/512, k 1/8, V 32000/262144")
+    p.add_argument("--no-eager", action="store_true")
+    p.add_argument("--rep", type=int, default=60, help="do_bench rep (ms)")
+    p.add_argument("--skip-memory", action="store_true")
+    p.add_argument("--stages", action="store_true", help="also time each launch of the pipeline")
+    p.add_argument("--sweep", action="store_true", help="only sweep pass-1 / race block sizes and warps")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.requests, args.draft_lens, args.vocabs = [1, 128, 512], [1, 8], [32000, 262144]
+    return args
+
+
+def copy_bandwidth() -> float:
+    """Device-to-device copy bandwidth in bytes/s (2 GiB buffers, read + write counted)."""
+    import triton.testing
+
+    src = torch.empty(2**31, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=50, rep=300, return_mode="median")
+    del src, dst
+    return 2 * 2**31 / (ms * 1e-3)
+
+
+def make_inputs(reqs, k, vocab, dtype, with_draft, gen):
+    target = torch.randn(reqs * (k + 1), vocab, device="cuda", generator=gen, dtype=torch.float32).to(dtype)
+    draft = torch.randn(reqs * k, vocab, device="cuda", generator=gen).to(dtype) if with_draft else None
+    return dict(
+        target_logits=target, draft_logits=draft,
+        draft_token_ids=torch.randint(0, vocab, (reqs * k,), device="cuda", generator=gen),
+        cu_num_draft_tokens=(torch.arange(reqs + 1, device="cuda") * k).to(torch.int32),
+        temperature=torch.rand(reqs, device="cuda", generator=gen) + 0.5,
+        seeds=torch.arange(reqs, device="cuda", dtype=torch.int64),
+        positions=torch.arange(reqs, device="cuda", dtype=torch.int64) * 1000,
+    )
+
+
+def host_time_us(fn, calls: int = 20) -> float:
+    """CPU time of one call (launches only, no sync inside), averaged; the GPU is drained first."""
+    import time
+
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
+def bench_one(args, reqs, k, vocab, dtype_name, method, draft_kind, copy_bw, gen):
+    import triton.testing
+
+    dtype = DTYPES[dtype_name]
+    batch = make_inputs(reqs, k, vocab, dtype, draft_kind == "logits", gen)
+    names = ["target_logits", "draft_logits", "draft_token_ids", "cu_num_draft_tokens", "temperature", "seeds",
+             "positions"]
+    call_args = [batch[n] for n in names]
+    lengths = [k] * reqs
+    run = lambda: kernels.rejection_sample(*call_args, method=method)
+    run_nosync = lambda: kernels.rejection_sample(*call_args, method=method, draft_lengths=lengths)
+    run()  # compile
+    run_nosync()
+    ms = triton.testing.do_bench(run, warmup=10, rep=args.rep, return_mode="median")
+    ms_nosync = triton.testing.do_bench(run_nosync, warmup=10, rep=args.rep, return_mode="median")
+    host_us = host_time_us(run_nosync)
+    elem = batch["target_logits"].element_size()
+    rows = reqs * (k + 1) + (reqs * k if draft_kind == "logits" else 0)
+    one_read = rows * vocab * elem
+    second = 2 * reqs * k * vocab * elem if (method == "block" and draft_kind == "logits") else 0
+    best = min(ms, ms_nosync) * 1e-3
+    eager_ratio = float("nan")
+    if not args.no_eager:
+        try:
+            eager = lambda: rejection_sample_eager(*call_args, method=method)
+            eager()
+            ms_eager = triton.testing.do_bench(eager, warmup=3, rep=args.rep, return_mode="median")
+            eager_ratio = ms_eager / ms
+        except torch.cuda.OutOfMemoryError:
+            eager_ratio = float("nan")
+        torch.cuda.empty_cache()
+    if args.stages:
+        stage_times(batch, lengths, method)
+    print(f"{reqs:5d} {k:2d} {vocab:7d} {dtype_name:5s} {method:6s} {draft_kind:7s} "
+          f"{ms * 1e3:10.1f} {ms_nosync * 1e3:10.1f} {100 * one_read / best / copy_bw:7.1f} "
+          f"{100 * (one_read + second) / best / copy_bw:7.1f} {eager_ratio:8.1f} {host_us:8.1f}", flush=True)
+    return ms
+
+
+def sweep(args):
+    """Pass-1 and race stage times over block sizes and warps (env overrides read at launch time)."""
+    import os
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for reqs, k, vocab, dtype_name in itertools.product(args.requests, args.draft_lens, args.vocabs, args.dtypes):
+        batch = make_inputs(reqs, k, vocab, DTYPES[dtype_name], True, gen)
+        for block, warps in itertools.product((4096, 8192, 16384), (4, 8, 16)):
+            os.environ["SPECFUZZ_BLOCK_V"], os.environ["SPECFUZZ_STATS_WARPS"] = str(block), str(warps)
+            for race_block, race_warps in ((4096, 8), (2048, 4), (4096, 4), (8192, 8)) if block == 8192 and warps == 8 \
+                    else ((4096, 8),):
+                os.environ["SPECFUZZ_RACE_BLOCK_V"], os.environ["SPECFUZZ_RACE_WARPS"] = str(race_block), str(race_warps)
+                print(f"sweep {reqs}x{k}x{vocab} {dtype_name} block {block} warps {warps} race {race_block}/"
+                      f"{race_warps}:", end="", flush=True)
+                stage_times(batch, [k] * reqs, "token")
+        for name in ("SPECFUZZ_BLOCK_V", "SPECFUZZ_STATS_WARPS", "SPECFUZZ_RACE_BLOCK_V", "SPECFUZZ_RACE_WARPS"):
+            os.environ.pop(name)
+        del batch
+        torch.cuda.empty_cache()
+
+
+def stage_times(batch, lengths, method):
+    """Median time of each launch on its own (the workspace of a single chunk is reused)."""
+    import triton
+    import triton.testing
+
+    from kernels import tuning
+    from kernels.chunking import Workspace
+    from kernels.decide import launch_decide
+    from kernels.driver import ChunkTensors
+    from kernels.residual_mass import launch_residual_mass
+    from kernels.residual_sample import launch_residual_sample, race_block_size
+    from kernels.row_stats import launch_row_stats
+
+    reqs, width = len(lengths), max(lengths) + 1
+    vocab = batch["target_logits"].shape[1]
+    block_v = tuning.block_size()
+    nvb = triton.cdiv(vocab, block_v)
+    nvb2, rows2 = max(64, triton.next_power_of_2(nvb)), max(16, triton.next_power_of_2(width))
+    chunk = ChunkTensors(batch["target_logits"], batch["draft_logits"], batch["draft_token_ids"],
+                         batch["cu_num_draft_tokens"], batch["temperature"], batch["seeds"], batch["positions"],
+                         torch.empty((reqs, width), dtype=torch.int64, device="cuda"),
+                         torch.empty(reqs, dtype=torch.int32, device="cuda"), None)
+    has_draft = chunk.draft_logits is not None
+    d = sum(lengths)
+    race_block = race_block_size(reqs, vocab, tuning.race_block_size())
+    race_blocks = triton.cdiv(vocab, race_block)
+    ws = Workspace.allocate(d + reqs, d, reqs, nvb, race_blocks, "cuda")
+    common = dict(block_method=method == "block", has_draft=has_draft, want_logprobs=False, rows=rows2,
+                  nvb_pow2=nvb2)
+    stages = {
+        "stats": lambda: launch_row_stats(ws, chunk.target_logits, chunk.draft_logits, chunk.cu, chunk.temperature,
+                                          reqs, block_v),
+        "decide": lambda: launch_decide(ws, chunk, reqs, combine=True, decide=True, **common),
+        "race+emit": lambda: launch_residual_sample(ws, chunk, reqs, has_draft=has_draft, want_logprobs=False,
+                                                    race_block=race_block, race_blocks=race_blocks,
+                                                    nvb_pow2=max(64, triton.next_power_of_2(race_blocks))),
+    }
+    if method == "block" and has_draft:
+        stages["mass"] = lambda: launch_residual_mass(ws, chunk, reqs, block_v)
+    parts = []
+    for name, fn in stages.items():
+        fn()
+        parts.append(f"{name} {triton.testing.do_bench(fn, warmup=5, rep=20, return_mode='median') * 1e3:.1f}")
+    print("    stages (us): " + ", ".join(parts), flush=True)
+
+
+def peak_memory(copy_bw):
+    reqs, k, vocab = 512, 8, 262144
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for dtype_name in ("bf16", "fp32"):
+        batch = make_inputs(reqs, k, vocab, DTYPES[dtype_name], True, gen)
+        input_bytes = sum(t.numel() * t.element_size() for t in (batch["target_logits"], batch["draft_logits"]))
+        for budget in (1 << 30, 1 << 24):
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            out = kernels.rejection_sample(*batch.values(), method="block", max_chunk_bytes=budget, want_logprobs=True)
+            torch.cuda.synchronize()
+            extra = torch.cuda.max_memory_allocated() - base
+            limit = budget + 0.05 * input_bytes
+            print(f"peak memory 512x8x262144 {dtype_name} budget {budget >> 20} MiB: extra {extra / 2**20:.1f} MiB "
+                  f"(limit {limit / 2**20:.0f} MiB) {'OK' if extra <= limit else 'OVER'}", flush=True)
+            del out
+        del batch
+        torch.cuda.empty_cache()
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
+    copy_bw = copy_bandwidth()
+    print(f"device-to-device copy bandwidth: {copy_bw / 1e9:.0f} GB/s", flush=True)
+    print(f"{'reqs':>5} {'k':>2} {'V':>7} {'dtype':5s} {'method':6s} {'draft':7s} {'us':>10} {'us_nosync':>10} "
+          f"{'%1read':>7} {'%alg':>7} {'x_eager':>8} {'host_us':>8}", flush=True)
+    if args.sweep:
+        return sweep(args)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for reqs, k, vocab, dtype_name, method, draft_kind in itertools.product(
+            args.requests, args.draft_lens, args.vocabs, args.dtypes, args.methods, args.drafts):
+        try:
+            bench_one(args, reqs, k, vocab, dtype_name, method, draft_kind, copy_bw, gen)
+        except torch.cuda.OutOfMemoryError as exc:  # pragma: no cover - reported, not fatal
+            print(f"{reqs} {k} {vocab} {dtype_name} {method} {draft_kind}: OOM {exc}", flush=True)
+        torch.cuda.empty_cache()
+    if not args.skip_memory:
+        peak_memory(copy_bw)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""Per-request decisions: one program per request, sequential over its draft slots.
+
+It combines the pass-1 block statistics of the request's rows into per-row ``max`` / ``log sum``
+(and the greedy argmax), gathers ``b(x)`` and ``q(x)`` of every draft token, draws the accept
+uniforms and decides (docs/interfaces.md section 2):
+
+- greedy rows: accept while ``x == argmax`` (lowest index on ties), emit the argmax of the first
+  mismatching row (or of the bonus row);
+- token: accept while ``u * q(x) < b(x)``; the correction is sampled later from ``(b - q)_+``;
+- block (SPEC.md section 2): ``log p_i = min(log p_{i-1} + log b(x_i) - log q(x_i), 0)`` clipped at
+  every step, ``h_i = Z_{i+1} / (Z_{i+1} + 1 - p_i)`` (1 when the denominator is 0), ``h_g = p_g``,
+  ``tau = max{i : eta_i <= h_i}`` scanning every position; the residual ``(p_tau b - q)_+`` is
+  sampled later. With draft logits ``Z`` needs a second pass over the rows, so the kernel runs in two
+  stages: ``COMBINE`` (statistics and ``log p`` per slot, stored for the residual-mass pass) and
+  ``DECIDE`` (reads ``Z`` and decides). Otherwise one launch does both.
+
+It writes the whole output row (accepted drafts, greedy emission, ``-1`` padding), ``num_emitted``,
+logprobs of accepted drafts (``0.0`` padding), and for sampled requests ``tau`` and ``log p_tau`` for
+the sampling pass. A draft id outside ``[0, V)`` (``-1`` padding) counts as a token of target
+probability 0: it is never accepted.
+"""
+
+from __future__ import annotations
+
+import kernels._device  # noqa: F401
+import triton
+import triton.language as tl
+
+from kernels.randomness import ACCEPT_STREAM, philox_uniform
+from kernels.row_stats import inverse_temperature
+
+NEG_INF = tl.constexpr(float("-inf"))
+
+
+@triton.jit
+def log_prob(x, row_max, inv_t, row_log_sum):
+    """log softmax(row / T) at logits ``x``, from the row's raw max and log sum of exp."""
+    return (x - row_max) * inv_t - row_log_sum
+
+
+@triton.jit
+def clipped_log_ratio_step(log_p, log_b, log_q):
+    """``log min(p * b / q, 1)``; ``p == 0`` or ``b == 0`` stays 0 even if ``q == 0``; ``q == 0 < b`` gives 1."""
+    stepped = tl.minimum(log_p + (log_b - log_q), 0.0)
+    stepped = tl.where(log_q == NEG_INF, 0.0, stepped)
+    return tl.where((log_p == NEG_INF) | (log_b == NEG_INF), NEG_INF, stepped)
+
+
+@triton.jit
+def _combine_row_stats(blk_max_ptr, blk_sum_ptr, blk_arg_ptr, first_row, num_rows, num_vblocks, inv_t,
+                       ROWS: tl.constexpr, NVB: tl.constexpr):
+    """Row max, log sum exp at ``inv_t`` and lowest argmax of ``num_rows`` rows from block partials."""
+    rows = tl.arange(0, ROWS)
+    vbs = tl.arange(0, NVB)
+    mask = (rows < num_rows)[:, None] & (vbs < num_vblocks)[None, :]
+    offs = (first_row + rows)[:, None] * num_vblocks + vbs[None, :]
+    blk_max = tl.load(blk_max_ptr + offs, mask=mask, other=NEG_INF)
+    blk_sum = tl.load(blk_sum_ptr + offs, mask=mask, other=0.0)
+    blk_arg = tl.load(blk_arg_ptr + offs, mask=mask, other=0)
+    row_max = tl.max(blk_max, axis=1)
+    rescale = tl.where(blk_max == NEG_INF, 0.0, tl.exp((blk_max - row_max[:, None]) * inv_t))
+    row_log_sum = tl.log(tl.sum(blk_sum * rescale, axis=1))
+    first_best = tl.min(tl.where(blk_max == row_max[:, None], vbs[None, :], NVB), axis=1)
+    row_arg = tl.sum(tl.where(vbs[None, :] == first_best[:, None], blk_arg, 0), axis=1)
+    return row_max, row_log_sum, row_arg
+
+
+@triton.jit
+def _pick(values, rows, index):
+    """``values[index]`` of a small register vector (0 when out of range)."""
+    return tl.sum(tl.where(rows == index, values, 0), axis=0)
+
+
+@triton.jit
+def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr, cu_ptr,
+                   temperature_ptr, seeds_ptr, positions_ptr,
+                   blk_max_ptr, blk_sum_ptr, blk_arg_ptr, row_max_ptr, row_log_sum_ptr, row_arg_ptr,
+                   logp_before_ptr, z_part_ptr, tau_ptr, residual_logp_ptr,
+                   out_ids_ptr, out_num_ptr, out_logprobs_ptr, out_width,
+                   num_target_rows, vocab_size, num_vblocks,
+                   BLOCK_METHOD: tl.constexpr, HAS_DRAFT: tl.constexpr, COMBINE: tl.constexpr,
+                   DECIDE: tl.constexpr, WANT_LOGPROBS: tl.constexpr,
+                   ROWS: tl.constexpr, NVB: tl.constexpr):
+    req = tl.program_id(0)
+    cu0 = tl.load(cu_ptr)
+    draft_row0 = tl.load(cu_ptr + req) - cu0
+    k = tl.load(cu_ptr + req + 1) - cu0 - draft_row0
+    target_row0 = draft_row0 + req
+    temperature = tl.load(temperature_ptr + req).to(tl.float32)
+    greedy = ~(temperature > 0)
+    inv_t = inverse_temperature(temperature)
+    rows = tl.arange(0, ROWS)
+    slot = rows < k
+    t_stat = target_row0 + rows
+    q_stat = num_target_rows + draft_row0 + rows
+
+    if COMBINE:
+        t_max, t_log_sum, t_arg = _combine_row_stats(blk_max_ptr, blk_sum_ptr, blk_arg_ptr, target_row0,
+                                                     k + 1, num_vblocks, inv_t, ROWS, NVB)
+        tl.store(row_max_ptr + t_stat, t_max, mask=rows <= k)
+        tl.store(row_log_sum_ptr + t_stat, t_log_sum, mask=rows <= k)
+        tl.store(row_arg_ptr + t_stat, t_arg, mask=rows <= k)
+        if HAS_DRAFT:
+            q_max, q_log_sum, _ = _combine_row_stats(blk_max_ptr, blk_sum_ptr, blk_arg_ptr,
+                                                     num_target_rows + draft_row0, k, num_vblocks, inv_t,
+                                                     ROWS, NVB)
+            tl.store(row_max_ptr + q_stat, q_max, mask=slot)
+            tl.store(row_log_sum_ptr + q_stat, q_log_sum, mask=slot)
+    else:
+        t_max = tl.load(row_max_ptr + t_stat, mask=rows <= k, other=0.0)
+        t_log_sum = tl.load(row_log_sum_ptr + t_stat, mask=rows <= k, other=0.0)
+        t_arg = tl.load(row_arg_ptr + t_stat, mask=rows <= k, other=0)
+        if HAS_DRAFT:
+            q_max = tl.load(row_max_ptr + q_stat, mask=slot, other=0.0)
+            q_log_sum = tl.load(row_log_sum_ptr + q_stat, mask=slot, other=0.0)
+
+    # b(x) and q(x) of every draft token, and the accept uniforms (eta for block).
+    x = tl.load(draft_ids_ptr + draft_row0 + rows, mask=slot, other=-1).to(tl.int64)
+    x_ok = slot & (x >= 0) & (x < vocab_size)
+    x_safe = tl.where(x_ok, x, 0)
+    t_x = tl.load(target_ptr + (target_row0 + rows).to(tl.int64) * target_stride + x_safe, mask=x_ok,
+                  other=0.0).to(tl.float32)
+    log_b = tl.where(x_ok, log_prob(t_x, t_max, inv_t, t_log_sum), NEG_INF)
+    if HAS_DRAFT:
+        d_x = tl.load(draft_ptr + (draft_row0 + rows).to(tl.int64) * draft_stride + x_safe, mask=x_ok,
+                      other=0.0).to(tl.float32)
+        log_q = tl.where(x_ok, log_prob(d_x, q_max, inv_t, q_log_sum), 0.0)
+    else:
+        log_q = tl.zeros((ROWS,), tl.float32)  # point mass: q(x) = 1
+    seed = tl.load(seeds_ptr + req)
+    position0 = tl.load(positions_ptr + req)
+    u = philox_uniform(seed, rows * 0, position0 + rows, ACCEPT_STREAM)
+
+    token_accept = u * tl.exp(log_q) < tl.exp(log_b)
+    accepted = tl.where(greedy, x_ok & (x == t_arg), token_accept)
+    tau = tl.min(tl.where(slot & ~accepted, rows, k), axis=0)
+    residual_logp = tau.to(tl.float32) * 0.0
+
+    if BLOCK_METHOD:
+        if HAS_DRAFT and DECIDE:
+            vbs = tl.arange(0, NVB)
+            z_offs = (draft_row0 + rows)[:, None] * num_vblocks + vbs[None, :]
+            z_mask = slot[:, None] & (vbs < num_vblocks)[None, :]
+            z = tl.sum(tl.load(z_part_ptr + z_offs, mask=z_mask, other=0.0), axis=1)
+        log_p = residual_logp  # log p_0 = 0
+        logp_before = tl.zeros((ROWS,), tl.float32)
+        block_tau = tau * 0
+        for s in range(0, k):
+            lb_s = _pick(log_b, rows, s)
+            logp_before = tl.where(rows == s, log_p, logp_before)
+            if DECIDE:
+                p = tl.exp(log_p)
+                if HAS_DRAFT:
+                    mass = _pick(z, rows, s)  # Z_{s+1}
+                else:
+                    mass = p * (1.0 - tl.exp(lb_s))
+                denominator = mass + (1.0 - p)
+                h = tl.where(denominator > 0, mass / tl.where(denominator > 0, denominator, 1.0), 1.0)
+                eta = _pick(u, rows, s - 1)
+                block_tau = tl.where((s >= 1) & (eta <= h), s, block_tau)
+            log_p = clipped_log_ratio_step(log_p, lb_s, _pick(log_q, rows, s))
+        if DECIDE:
+            eta_last = _pick(u, rows, k - 1)
+            block_tau = tl.where((k >= 1) & (eta_last <= tl.exp(log_p)), k, block_tau)
+            tau = tl.where(greedy, tau, block_tau)
+            residual_logp = tl.where(tau < k, _pick(logp_before, rows, tau), 0.0)
+        else:
+            tl.store(logp_before_ptr + draft_row0 + rows, logp_before, mask=slot)
+
+    if DECIDE:
+        ids = tl.where(rows < tau, x, -1)
+        greedy_emit = tl.where(rows == tau, _pick(t_arg, rows, tau).to(tl.int64), ids)
+        ids = tl.where(greedy, greedy_emit, ids)
+        out_row = req.to(tl.int64) * out_width
+        tl.store(out_ids_ptr + out_row + rows, ids, mask=rows < out_width)
+        tl.store(out_num_ptr + req, (tau + 1).to(tl.int32))
+        if WANT_LOGPROBS:
+            logprobs = tl.where(rows < tau, log_b, 0.0)
+            greedy_logprobs = tl.where(rows == tau, -_pick(t_log_sum, rows, tau), logprobs)
+            logprobs = tl.where(greedy, greedy_logprobs, logprobs)
+            tl.store(out_logprobs_ptr + out_row + rows, logprobs, mask=rows < out_width)
+        tl.store(tau_ptr + req, tau)
+        tl.store(residual_logp_ptr + req, residual_logp)
+
+
+def launch_decide(ws, batch, num_reqs, *, block_method, has_draft, combine, decide, want_logprobs, rows,
+                  nvb_pow2):
+    """One program per request of the chunk; see the module docstring for the two stages."""
+    draft = batch.draft_logits if has_draft else batch.target_logits
+    out_logprobs = batch.out_logprobs if want_logprobs else batch.out_num
+    _decide_kernel[(num_reqs,)](
+        batch.target_logits, draft, batch.target_logits.stride(0), draft.stride(0), batch.draft_token_ids,
+        batch.cu, batch.temperature, batch.seeds, batch.positions,
+        ws.blk_max, ws.blk_sum, ws.blk_arg, ws.row_max, ws.row_log_sum, ws.row_arg,
+        ws.logp_before, ws.z_part, ws.tau, ws.residual_logp,
+        batch.out_ids, batch.out_num, out_logprobs, batch.out_ids.shape[1],
+        batch.target_logits.shape[0], batch.target_logits.shape[1], ws.num_vblocks,
+        BLOCK_METHOD=block_method, HAS_DRAFT=has_draft, COMBINE=combine, DECIDE=decide,
+        WANT_LOGPROBS=want_logprobs, ROWS=rows, NVB=nvb_pow2,
+    )

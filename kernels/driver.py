@@ -1,0 +1,179 @@
+"""Host driver: argument checks, chunk planning and the launch sequence of one verification.
+
+Launches per chunk (docs/kernels.md has the design and the performance log):
+
+1. ``row_stats``      one read of every target and draft row: per-(row, vocab block) max / sum-exp /
+                      argmax at the request's temperature;
+2. ``decide``         one program per request: combine the statistics, accept/reject (greedy and
+                      token: final; block with draft logits: stage COMBINE, computing ``log p_i``);
+3. ``residual_mass``  block with draft logits only: second read of the rows for ``Z_{i+1}``, then
+                      ``decide`` stage DECIDE;
+4. ``residual_sample`` one row per sampled request: split-vocabulary race and combine, writes the
+                      correction/bonus token and its logprob.
+
+With ``SPECFUZZ_OVERLAP=1`` on CUDA (opt-in, not yet measured), a chunk of many requests is split into
+parts and step 4 (ALU-bound: one Philox per element) runs on a high-priority side stream, overlapping
+the next part's memory-bound passes; the caller's stream waits for it before returning. Results never depend on the split (every decision is
+per request). No host-device synchronisation except the single copy ``validation.check_values``
+makes (skipped when the caller passes ``draft_lengths``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import kernels._device  # noqa: F401
+import torch
+import triton
+
+from kernels import tuning
+from kernels.chunking import Workspace, plan_for_budget
+from kernels.decide import launch_decide
+from kernels.residual_mass import launch_residual_mass
+from kernels.residual_sample import launch_residual_sample, race_block_size
+from kernels.row_stats import launch_row_stats
+from kernels.validation import check_metadata, check_rows, check_values
+
+
+@dataclass
+class ChunkTensors:
+    """The views of one chunk's inputs and outputs the launchers read (all chunk-local)."""
+
+    target_logits: torch.Tensor
+    draft_logits: Optional[torch.Tensor]
+    draft_token_ids: torch.Tensor
+    cu: torch.Tensor
+    temperature: torch.Tensor
+    seeds: torch.Tensor
+    positions: torch.Tensor
+    out_ids: torch.Tensor
+    out_num: torch.Tensor
+    out_logprobs: Optional[torch.Tensor]
+
+
+def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature, seeds,
+                     positions, *, method: str = "token", max_chunk_bytes: Optional[int] = 1 << 30,
+                     want_logprobs: bool = False, validate: bool = False,
+                     draft_lengths: Optional[Sequence[int]] = None):
+    """Verify a batch of drafts (token or block verification, greedy rows mixed in).
+
+    Arguments are the VerifyBatch fields of DESIGN.md. Returns ``(output_token_ids [R, max_k + 1]
+    int64 with -1 padding, num_emitted [R] int32, logprobs [R, max_k + 1] float32 with 0.0 padding or
+    None)``. ``max_chunk_bytes`` bounds the workspace of one chunk (``None``: unbounded); results do not
+    depend on it. ``validate=True`` also rejects NaN or all ``-inf`` rows. ``draft_lengths`` (host
+    ints, optional) skips the one device-to-host copy; the caller then vouches for ``cu``, the draft
+    ids and the temperatures (docs/kernels.md, "Bad input").
+    """
+    check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature, seeds,
+                   positions, method, max_chunk_bytes, want_logprobs, draft_lengths)
+    vocab_size = target_logits.shape[1]
+    if draft_lengths is None:
+        lengths = check_values(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size)
+    else:
+        lengths = list(draft_lengths)
+    if validate:
+        check_rows(target_logits, draft_logits)
+    num_reqs = len(lengths)
+    width = (max(lengths) if lengths else 0) + 1
+    device = target_logits.device
+    out_ids = torch.empty((num_reqs, width), dtype=torch.int64, device=device)
+    out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
+    out_logprobs = torch.empty((num_reqs, width), dtype=torch.float32, device=device) if want_logprobs else None
+    verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, draft_token_ids,
+                cu_num_draft_tokens, temperature, seeds, positions, lengths, method=method,
+                max_chunk_bytes=max_chunk_bytes)
+    return out_ids, out_num, out_logprobs
+
+
+def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, draft_token_ids, cu, temperature,
+                seeds, positions, lengths: Sequence[int], *, method: str, max_chunk_bytes: Optional[int],
+                block_size: Optional[int] = None) -> list[int]:
+    """Fill preallocated outputs (every entry is written). Arguments must already be checked.
+
+    Returns the workspace bytes of each chunk (for the memory-bound tests).
+    """
+    block_v = block_size or tuning.block_size()
+    vocab_size = target_logits.shape[1]
+    num_vblocks = triton.cdiv(vocab_size, block_v)
+    race_block = race_block_size(len(lengths), vocab_size, block_size or tuning.race_block_size())
+    race_blocks = triton.cdiv(vocab_size, race_block)
+    # Floors keep the number of compiled variants small (one per dtype/method for common shapes).
+    nvb_pow2 = max(64, triton.next_power_of_2(num_vblocks))
+    race_pow2 = max(64, triton.next_power_of_2(race_blocks))
+    rows_pow2 = max(16, triton.next_power_of_2(out_ids.shape[1]))
+    has_draft = draft_logits is not None
+    block_method = method == "block"
+    two_stage = block_method and has_draft
+    want_logprobs = out_logprobs is not None
+    plan = plan_for_budget(lengths, num_vblocks, race_blocks, max_chunk_bytes)
+    first_draft = [0]
+    for k in lengths:
+        first_draft.append(first_draft[-1] + k)
+    side = overlap_stream(target_logits.device)
+    workspace_sizes = []
+    for chunk_start, chunk_end in plan:
+        chunk_bytes = 0
+        for start, end in overlap_parts(chunk_start, chunk_end, side is not None):
+            d0, d1 = first_draft[start], first_draft[end]
+            if (start, end) == (0, len(lengths)):
+                chunk = ChunkTensors(target_logits, draft_logits, draft_token_ids, cu, temperature, seeds, positions,
+                                     out_ids, out_num, out_logprobs)
+            else:
+                chunk = ChunkTensors(
+                    target_logits=target_logits[d0 + start:d1 + end],
+                    draft_logits=draft_logits[d0:d1] if has_draft else None,
+                    draft_token_ids=draft_token_ids[d0:d1], cu=cu[start:end + 1],
+                    temperature=temperature[start:end], seeds=seeds[start:end], positions=positions[start:end],
+                    out_ids=out_ids[start:end], out_num=out_num[start:end],
+                    out_logprobs=out_logprobs[start:end] if want_logprobs else None,
+                )
+            num_reqs = end - start
+            ws = Workspace.allocate(d1 - d0 + num_reqs, d1 - d0, num_reqs, num_vblocks, race_blocks,
+                                    target_logits.device)
+            chunk_bytes += ws.nbytes
+            launch_row_stats(ws, chunk.target_logits, chunk.draft_logits, chunk.cu, chunk.temperature, num_reqs,
+                             block_v)
+            common = dict(block_method=block_method, has_draft=has_draft, want_logprobs=want_logprobs,
+                          rows=rows_pow2, nvb_pow2=nvb_pow2)
+            launch_decide(ws, chunk, num_reqs, combine=True, decide=not two_stage, **common)
+            if two_stage:
+                launch_residual_mass(ws, chunk, num_reqs, block_v)
+                launch_decide(ws, chunk, num_reqs, combine=False, decide=True, **common)
+            sample = lambda: launch_residual_sample(ws, chunk, num_reqs, has_draft=has_draft,
+                                                    want_logprobs=want_logprobs, race_block=race_block,
+                                                    race_blocks=race_blocks, nvb_pow2=race_pow2)
+            if side is None:
+                sample()
+            else:  # the ALU-bound race of this part overlaps the memory-bound passes of the next part
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    sample()
+                ws.record_stream(side)
+            del ws
+        workspace_sizes.append(chunk_bytes)
+    if side is not None:
+        torch.cuda.current_stream().wait_stream(side)
+    return workspace_sizes
+
+
+_SIDE_STREAMS: dict = {}
+
+
+def overlap_stream(device: torch.device):
+    """A high-priority side stream for the sampling race (CUDA only, when ``SPECFUZZ_OVERLAP=1``)."""
+    if device.type != "cuda" or not tuning.overlap():
+        return None
+    if device not in _SIDE_STREAMS:
+        _SIDE_STREAMS[device] = torch.cuda.Stream(device=device, priority=-1)
+    return _SIDE_STREAMS[device]
+
+
+def overlap_parts(start: int, end: int, overlapping: bool) -> list[tuple[int, int]]:
+    """Split a chunk into up to ``tuning.OVERLAP_PARTS`` parts of whole requests when overlapping."""
+    num_reqs = end - start
+    if not overlapping or num_reqs < 2 * tuning.OVERLAP_MIN_PART:
+        return [(start, end)]
+    parts = min(tuning.OVERLAP_PARTS, num_reqs // tuning.OVERLAP_MIN_PART)
+    bounds = [start + (num_reqs * i) // parts for i in range(parts + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))

@@ -1,0 +1,116 @@
+"""Randomness of our kernels (docs/interfaces.md section 1) and the ``random_draws`` op.
+
+Every random number is the first output word of ``triton.language.random.philox`` keyed by the
+request's seed, with counters ``(c0, c1, c2, c3) = (vocab index, pos & 0xFFFFFFFF, pos >> 32,
+stream)``. It depends on nothing else (no batch index, chunk, program id or block size), which makes
+results batch- and chunk-invariant and lets ``reference/rng.py`` replay them bit for bit.
+"""
+
+from __future__ import annotations
+
+import kernels._device  # noqa: F401  (selects the interpreter before triton is imported)
+import torch
+import triton
+import triton.language as tl
+from triton.language.random import philox
+
+ACCEPT_STREAM = tl.constexpr(0)
+SAMPLE_STREAM = tl.constexpr(1)
+DRAWS_BLOCK = 1024
+
+
+@triton.jit
+def uniform_from_bits(bits):
+    """uint32 -> float32 strictly inside (0, 1): min((float32(bits) + 0.5) * 2^-32, 0x1.fffffep-1)."""
+    u = (bits.to(tl.float32) + 0.5) * 2.3283064365386963e-10
+    return tl.minimum(u, 0.99999994039535522)
+
+
+@triton.jit
+def exponential_from_uniform(u):
+    """-log1p(-u) in float32 without libdevice: u * log(1 - u) / ((1 - u) - 1), exact for small u."""
+    y = 1.0 - u
+    safe_den = tl.where(y == 1.0, -1.0, y - 1.0)
+    return tl.where(y == 1.0, u, u * tl.log(y) / safe_den)
+
+
+@triton.jit
+def philox_uniform(seed, vocab_index, position, stream: tl.constexpr):
+    """Uniform for (seed, absolute position, stream, vocab index); ``vocab_index`` may be a block.
+
+    ``seed`` and ``position`` are int64 scalars (reinterpreted as uint64); the result has the shape of
+    ``vocab_index``.
+    """
+    c0 = vocab_index.to(tl.uint32)
+    pos = position.to(tl.uint64, bitcast=True)
+    zero = c0 * 0
+    c1 = zero + (pos & 0xFFFFFFFF).to(tl.uint32)
+    c2 = zero + (pos >> 32).to(tl.uint32)
+    c3 = zero + stream
+    bits, _, _, _ = philox(seed, c0, c1, c2, c3)
+    return uniform_from_bits(bits)
+
+
+@triton.jit
+def _request_of_row(cu_ptr, num_reqs, row, extra_rows_per_request):
+    """Largest request r with ``cu[r] - cu[0] + r * extra <= row`` (binary search over ``cu``).
+
+    Target rows use ``extra = 1`` (request r owns k_r + 1 rows), draft rows ``extra = 0``.
+    """
+    cu0 = tl.load(cu_ptr)
+    lo = row * 0
+    hi = lo + num_reqs
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        start = tl.load(cu_ptr + mid) - cu0 + mid * extra_rows_per_request
+        lo = tl.where(start <= row, mid, lo)
+        hi = tl.where(start <= row, hi, mid)
+    return lo
+
+
+@triton.jit
+def _sampling_draws_kernel(out_ptr, cu_ptr, seeds_ptr, positions_ptr, num_reqs, vocab_size,
+                           BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    req = _request_of_row(cu_ptr, num_reqs, row, 1)
+    first_row = tl.load(cu_ptr + req) - tl.load(cu_ptr) + req
+    seed = tl.load(seeds_ptr + req)
+    position = tl.load(positions_ptr + req) + (row - first_row)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    u = philox_uniform(seed, cols, position, SAMPLE_STREAM)
+    tl.store(out_ptr + row.to(tl.int64) * vocab_size + cols, u, mask=cols < vocab_size)
+
+
+@triton.jit
+def _accept_draws_kernel(out_ptr, cu_ptr, seeds_ptr, positions_ptr, num_reqs):
+    slot = tl.program_id(0)
+    req = _request_of_row(cu_ptr, num_reqs, slot, 0)
+    seed = tl.load(seeds_ptr + req)
+    position = tl.load(positions_ptr + req) + (slot - (tl.load(cu_ptr + req) - tl.load(cu_ptr)))
+    u = philox_uniform(seed, tl.zeros((1,), tl.int32), position, ACCEPT_STREAM)
+    tl.store(out_ptr + slot + tl.arange(0, 1), u)
+
+
+def random_draws(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature, seeds,
+                 positions, **_ignored):
+    """The exact uniforms ``rejection_sample`` uses for this batch (interfaces.md section 1).
+
+    Returns ``(accept_uniforms [num_draft_total], sampling_uniforms [num_logits, V])``, float32, on the
+    logits' device. Takes the same batch arguments as ``rejection_sample``; only the shapes, ``cu``,
+    ``seeds`` and ``positions`` matter (randomness never depends on logits or temperature).
+    """
+    num_logits, vocab_size = target_logits.shape
+    num_reqs = cu_num_draft_tokens.numel() - 1
+    num_drafts = draft_token_ids.numel()
+    device = target_logits.device
+    accept = torch.empty(num_drafts, dtype=torch.float32, device=device)
+    sampling = torch.empty((num_logits, vocab_size), dtype=torch.float32, device=device)
+    if num_reqs <= 0:
+        return accept, sampling
+    if num_drafts:
+        _accept_draws_kernel[(num_drafts,)](accept, cu_num_draft_tokens, seeds, positions, num_reqs)
+    if num_logits and vocab_size:
+        grid = (num_logits, triton.cdiv(vocab_size, DRAWS_BLOCK))
+        _sampling_draws_kernel[grid](sampling, cu_num_draft_tokens, seeds, positions, num_reqs, vocab_size,
+                                     BLOCK=DRAWS_BLOCK)
+    return accept, sampling

@@ -1,0 +1,55 @@
+"""Block verification pass 2 (draft logits present): residual masses ``Z_{i+1}`` per draft slot.
+
+``Z_{i+1} = sum_v (p_i * b_{i+1}(v) - q_{i+1}(v))_+`` over target row ``i`` and draft row ``i`` of the
+request, with ``log p_i`` from the decide kernel's ``COMBINE`` stage. One program per (draft row,
+vocab block) writes a partial sum; the decide kernel's ``DECIDE`` stage adds the partials. Greedy
+requests write 0 and read nothing.
+"""
+
+from __future__ import annotations
+
+import kernels._device  # noqa: F401
+import triton
+import triton.language as tl
+
+from kernels import tuning
+from kernels.decide import log_prob
+from kernels.row_stats import inverse_temperature
+
+
+@triton.jit
+def _residual_mass_kernel(target_ptr, draft_ptr, target_stride, draft_stride, cu_ptr, temperature_ptr,
+                          row_max_ptr, row_log_sum_ptr, row_req_ptr, logp_before_ptr, z_part_ptr,
+                          num_target_rows, vocab_size, num_vblocks, BLOCK_V: tl.constexpr):
+    draft_row = tl.program_id(0)
+    vblock = tl.program_id(1)
+    cols = vblock * BLOCK_V + tl.arange(0, BLOCK_V)
+    # Issued first: the draft row does not depend on the request lookup.
+    xd = tl.load(draft_ptr + draft_row.to(tl.int64) * draft_stride + cols, mask=cols < vocab_size,
+                 other=float("-inf")).to(tl.float32)
+    req = tl.load(row_req_ptr + num_target_rows + draft_row)
+    target_row = draft_row + req  # target row i of the request sits at cu[r] + r + i
+    temperature = tl.load(temperature_ptr + req).to(tl.float32)
+    inv_t = inverse_temperature(temperature)
+    live = tl.where(temperature > 0, cols < vocab_size, False)  # (vector & scalar breaks the interpreter)
+    xt = tl.load(target_ptr + target_row.to(tl.int64) * target_stride + cols, mask=live,
+                 other=float("-inf")).to(tl.float32)
+    log_b = log_prob(xt, tl.load(row_max_ptr + target_row), inv_t, tl.load(row_log_sum_ptr + target_row))
+    q_row = num_target_rows + draft_row
+    log_q = log_prob(xd, tl.load(row_max_ptr + q_row), inv_t, tl.load(row_log_sum_ptr + q_row))
+    log_p = tl.load(logp_before_ptr + draft_row)
+    weight = tl.maximum(tl.exp(log_p + log_b) - tl.exp(log_q), 0.0)
+    weight = tl.where(live, weight, 0.0)
+    tl.store(z_part_ptr + draft_row * num_vblocks + vblock, tl.sum(weight, axis=0))
+
+
+def launch_residual_mass(ws, batch, num_reqs, block_v):
+    num_drafts = batch.draft_logits.shape[0]
+    if num_drafts == 0:
+        return
+    _residual_mass_kernel[(num_drafts, ws.num_vblocks)](
+        batch.target_logits, batch.draft_logits, batch.target_logits.stride(0), batch.draft_logits.stride(0),
+        batch.cu, batch.temperature, ws.row_max, ws.row_log_sum, ws.row_req, ws.logp_before, ws.z_part,
+        batch.target_logits.shape[0], batch.target_logits.shape[1], ws.num_vblocks,
+        BLOCK_V=block_v, num_warps=tuning.stats_warps(),
+    )

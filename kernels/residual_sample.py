@@ -1,0 +1,168 @@
+"""Sampling the correction or bonus token: split-vocabulary Gumbel/exponential race plus a combine.
+
+For each sampled request, with ``tau`` and ``log p_tau`` from the decide kernel, the weights over
+target row ``tau`` (docs/interfaces.md sections 1-2) are
+
+- bonus (``tau == k``):            ``w = b_{k+1}``;
+- with draft logits:               ``w = (p_tau * b - q)_+`` (token verification: ``p_tau = 1``);
+- point-mass draft:                ``w = b`` with the rejected draft token zeroed;
+
+and ``Y = argmax_v (log w_v - log E_v)``, ties to the lowest index, ``E_v = -log1p(-u_v)`` from row
+``tau``'s sampling uniforms. Pass A (``(request, vocab block)`` programs) keeps each block's best
+score and index; pass B (one program per request) picks the lowest-index winner, writes the token
+and, when asked, its logprob under row ``tau``. If every ``w_v`` is 0 (an empty residual float
+rounding can produce), pass B runs the documented fallback itself: the same race over ``b`` (a
+sequential loop over the row: rare, so kept off the hot pass). Greedy requests are skipped (the
+decide kernel already wrote their output). The race is ALU-bound (one Philox per element), so the
+block size shrinks when there are few requests, to spread one row over more programs.
+"""
+
+from __future__ import annotations
+
+import kernels._device  # noqa: F401
+import triton
+import triton.language as tl
+
+from kernels import tuning
+from kernels.decide import log_prob
+from kernels.randomness import SAMPLE_STREAM, exponential_from_uniform, philox_uniform
+from kernels.row_stats import inverse_temperature
+
+NEG_INF = tl.constexpr(float("-inf"))
+
+
+@triton.jit
+def _no_nan(score):
+    return tl.where(score == score, score, NEG_INF)
+
+
+@triton.jit
+def _no_nan(score):
+    return tl.where(score == score, score, NEG_INF)
+
+
+@triton.jit
+def _target_race_scores(target_ptr, target_stride, target_row, cols, vocab_size, live, row_max, inv_t,
+                        row_log_sum, seed, position):
+    """``log b_v - log E_v`` over ``cols`` of a target row (``-inf`` outside the vocabulary)."""
+    xt = tl.load(target_ptr + target_row.to(tl.int64) * target_stride + cols, mask=live,
+                 other=NEG_INF).to(tl.float32)
+    log_b = log_prob(xt, row_max, inv_t, row_log_sum)
+    log_e = tl.log(exponential_from_uniform(philox_uniform(seed, cols, position, SAMPLE_STREAM)))
+    return log_b, log_e, _no_nan(tl.where(cols < vocab_size, log_b - log_e, NEG_INF))
+
+
+@triton.jit
+def _race_blocks_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr, cu_ptr,
+                        temperature_ptr, seeds_ptr, positions_ptr, row_max_ptr, row_log_sum_ptr,
+                        tau_ptr, residual_logp_ptr, res_score_ptr, res_index_ptr,
+                        num_target_rows, vocab_size, num_blocks,
+                        HAS_DRAFT: tl.constexpr, BLOCK_V: tl.constexpr):
+    req = tl.program_id(0)
+    vblock = tl.program_id(1)
+    cu0 = tl.load(cu_ptr)
+    draft_row0 = tl.load(cu_ptr + req) - cu0
+    k = tl.load(cu_ptr + req + 1) - cu0 - draft_row0
+    temperature = tl.load(temperature_ptr + req).to(tl.float32)
+    sampled = temperature > 0
+    inv_t = inverse_temperature(temperature)
+    tau = tl.load(tau_ptr + req)
+    bonus = tau >= k
+    target_row = draft_row0 + req + tau
+
+    cols = vblock * BLOCK_V + tl.arange(0, BLOCK_V)
+    in_vocab = cols < vocab_size
+    log_b, log_e, bonus_scores = _target_race_scores(
+        target_ptr, target_stride, target_row, cols, vocab_size, tl.where(sampled, in_vocab, False),
+        tl.load(row_max_ptr + target_row), inv_t, tl.load(row_log_sum_ptr + target_row),
+        tl.load(seeds_ptr + req), tl.load(positions_ptr + req) + tau)
+
+    if HAS_DRAFT:
+        q_row = num_target_rows + draft_row0 + tau
+        rejected = sampled & ~bonus
+        xd = tl.load(draft_ptr + (draft_row0 + tau).to(tl.int64) * draft_stride + cols,
+                     mask=tl.where(rejected, in_vocab, False), other=NEG_INF).to(tl.float32)
+        q_max = tl.load(row_max_ptr + q_row, mask=rejected, other=0.0)
+        q_log_sum = tl.load(row_log_sum_ptr + q_row, mask=rejected, other=0.0)
+        log_q = log_prob(xd, q_max, inv_t, q_log_sum)
+        # log (p b - q)_+ = a + log1p(-exp(lq - a)) with a = log p + log b, exact where q << p b.
+        a = tl.load(residual_logp_ptr + req) + log_b
+        gap = log_q - a
+        log_w = tl.where(gap < 0, a - exponential_from_uniform(tl.exp(tl.minimum(gap, 0.0))), NEG_INF)
+        scores = _no_nan(tl.where(in_vocab, log_w - log_e, NEG_INF))
+    else:
+        excluded = tl.load(draft_ids_ptr + draft_row0 + tau, mask=~bonus, other=-1)
+        scores = tl.where(cols == excluded, NEG_INF, bonus_scores)
+
+    out = req * num_blocks + vblock
+    tl.store(res_score_ptr + out, tl.max(scores, axis=0))
+    tl.store(res_index_ptr + out, tl.argmax(scores, axis=0, tie_break_left=True) + vblock * BLOCK_V)
+
+
+@triton.jit
+def _emit_winner_kernel(target_ptr, target_stride, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
+                        row_max_ptr, row_log_sum_ptr, tau_ptr, res_score_ptr, res_index_ptr,
+                        out_ids_ptr, out_logprobs_ptr, out_width, vocab_size, num_blocks,
+                        WANT_LOGPROBS: tl.constexpr, NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr):
+    req = tl.program_id(0)
+    temperature = tl.load(temperature_ptr + req).to(tl.float32)
+    sampled = temperature > 0
+    inv_t = inverse_temperature(temperature)
+    tau = tl.load(tau_ptr + req)
+    target_row = tl.load(cu_ptr + req) - tl.load(cu_ptr) + req + tau
+    row_max = tl.load(row_max_ptr + target_row)
+    row_log_sum = tl.load(row_log_sum_ptr + target_row)
+
+    vbs = tl.arange(0, NVB)
+    scores = tl.load(res_score_ptr + req * num_blocks + vbs, mask=vbs < num_blocks, other=NEG_INF)
+    best = tl.max(scores, axis=0)
+    first = tl.min(tl.where(scores == best, vbs, NVB), axis=0)
+    token = tl.load(res_index_ptr + req * num_blocks + first, mask=first < num_blocks, other=0)
+    if sampled & (best == NEG_INF):  # empty residual: race over the target row instead
+        seed = tl.load(seeds_ptr + req)
+        position = tl.load(positions_ptr + req) + tau
+        fallback_best = best
+        fallback_token = token * 0
+        for start in range(0, vocab_size, FALLBACK_BLOCK):
+            cols = start + tl.arange(0, FALLBACK_BLOCK)
+            _, _, race = _target_race_scores(target_ptr, target_stride, target_row, cols, vocab_size,
+                                             cols < vocab_size, row_max, inv_t, row_log_sum, seed, position)
+            block_best = tl.max(race, axis=0)
+            block_token = tl.argmax(race, axis=0, tie_break_left=True) + start
+            fallback_token = tl.where(block_best > fallback_best, block_token, fallback_token)
+            fallback_best = tl.maximum(block_best, fallback_best)
+        token = fallback_token
+    token = tl.minimum(tl.maximum(token, 0), vocab_size - 1)
+    out = req.to(tl.int64) * out_width + tau
+    tl.store(out_ids_ptr + out, token.to(tl.int64), mask=sampled)
+    if WANT_LOGPROBS:
+        x = tl.load(target_ptr + target_row.to(tl.int64) * target_stride + token, mask=sampled,
+                    other=0.0).to(tl.float32)
+        tl.store(out_logprobs_ptr + out, log_prob(x, row_max, inv_t, row_log_sum), mask=sampled)
+
+
+def race_block_size(num_reqs: int, vocab_size: int, block_v: int) -> int:
+    """Split one row over more programs when few rows are sampled (aim: >= ~2 programs per SM)."""
+    block = block_v
+    while block > 512 and num_reqs * triton.cdiv(vocab_size, block) < 256:
+        block //= 2
+    return block
+
+
+def launch_residual_sample(ws, batch, num_reqs, *, has_draft, want_logprobs, race_block, race_blocks,
+                           nvb_pow2):
+    draft = batch.draft_logits if has_draft else batch.target_logits
+    _race_blocks_kernel[(num_reqs, race_blocks)](
+        batch.target_logits, draft, batch.target_logits.stride(0), draft.stride(0), batch.draft_token_ids,
+        batch.cu, batch.temperature, batch.seeds, batch.positions, ws.row_max, ws.row_log_sum,
+        ws.tau, ws.residual_logp, ws.res_score, ws.res_index,
+        batch.target_logits.shape[0], batch.target_logits.shape[1], race_blocks,
+        HAS_DRAFT=has_draft, BLOCK_V=race_block, num_warps=tuning.race_warps(),
+    )
+    out_logprobs = batch.out_logprobs if want_logprobs else batch.out_num
+    _emit_winner_kernel[(num_reqs,)](
+        batch.target_logits, batch.target_logits.stride(0), batch.cu, batch.temperature, batch.seeds,
+        batch.positions, ws.row_max, ws.row_log_sum, ws.tau, ws.res_score, ws.res_index,
+        batch.out_ids, out_logprobs, batch.out_ids.shape[1], batch.target_logits.shape[1], race_blocks,
+        WANT_LOGPROBS=want_logprobs, NVB=nvb_pow2, FALLBACK_BLOCK=1024,
+    )

@@ -1,0 +1,91 @@
+"""Pass 1: per-(row, vocab block) statistics of every target and draft row, one read of each row.
+
+For row ``n`` and vocab block ``j`` it stores, with ``s = 1/T`` for sampled rows and ``s = 1`` for
+greedy rows (``T == 0``: raw logits, which is what greedy logprobs need):
+
+- ``blk_max[n, j]``  the largest raw logit of the block (masked lanes are ``-inf``, never 0);
+- ``blk_sum[n, j]``  ``sum exp((x - blk_max) * s)`` (0 for an all ``-inf`` block);
+- ``blk_arg[n, j]``  greedy rows only: the lowest index attaining ``blk_max`` (ties to the lowest index).
+
+Scaling the difference ``x - max`` rather than ``x`` itself keeps tiny temperatures (1e-8) exact to
+float32 rounding of the difference. Rows are ``[0, num_target_rows)`` target then draft rows. A tiny
+first launch (one program per request) writes each row's request and scale into a table, so a
+pass-1 program issues its row load and its one table load at once, with no dependent search.
+"""
+
+from __future__ import annotations
+
+import kernels._device  # noqa: F401
+import triton
+import triton.language as tl
+
+from kernels import tuning
+
+LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def inverse_temperature(temperature):
+    """1/T for sampled rows, 1 for greedy rows (``T`` not > 0: 0, and anything the checks reject)."""
+    greedy = ~(temperature > 0)
+    return tl.where(greedy, 1.0, 1.0 / tl.where(greedy, 1.0, temperature))
+
+
+@triton.jit
+def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, num_target_rows,
+                      BLOCK: tl.constexpr):
+    """Per row: ``scale = 1/T`` (``-1`` marks a greedy row) and the request index."""
+    req = tl.program_id(0)
+    cu0 = tl.load(cu_ptr)
+    draft_row0 = tl.load(cu_ptr + req) - cu0
+    k = tl.load(cu_ptr + req + 1) - cu0 - draft_row0
+    temperature = tl.load(temperature_ptr + req).to(tl.float32)
+    scale = tl.where(temperature > 0, inverse_temperature(temperature), -1.0)
+    for j0 in range(0, k + 1, BLOCK):
+        j = j0 + tl.arange(0, BLOCK)
+        target_rows = draft_row0 + req + j
+        tl.store(row_scale_ptr + target_rows, scale + 0.0 * j, mask=j <= k)
+        tl.store(row_req_ptr + target_rows, req + 0 * j, mask=j <= k)
+        draft_rows = num_target_rows + draft_row0 + j
+        tl.store(row_scale_ptr + draft_rows, scale + 0.0 * j, mask=j < k)
+        tl.store(row_req_ptr + draft_rows, req + 0 * j, mask=j < k)
+
+
+@triton.jit
+def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr,
+                      blk_max_ptr, blk_sum_ptr, blk_arg_ptr, num_target_rows, vocab_size, num_vblocks,
+                      BLOCK_V: tl.constexpr):
+    row = tl.program_id(0)
+    vblock = tl.program_id(1)
+    if row < num_target_rows:
+        row_ptr = target_ptr + row.to(tl.int64) * target_stride
+    else:
+        row_ptr = draft_ptr + (row - num_target_rows).to(tl.int64) * draft_stride
+    cols = vblock * BLOCK_V + tl.arange(0, BLOCK_V)
+    x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf")).to(tl.float32)
+    scale = tl.load(row_scale_ptr + row)
+    greedy = scale < 0
+    exp2_scale = tl.where(greedy, 1.0, scale) * LOG2E
+
+    block_max = tl.max(x, axis=0)
+    block_sum = tl.sum(tl.exp2((x - block_max) * exp2_scale), axis=0)
+    block_sum = tl.where(block_max == float("-inf"), 0.0, block_sum)
+    out = row * num_vblocks + vblock
+    tl.store(blk_max_ptr + out, block_max)
+    tl.store(blk_sum_ptr + out, block_sum)
+    if greedy:  # the argmax costs ALU; only greedy rows read it
+        tl.store(blk_arg_ptr + out, tl.argmax(x, axis=0, tie_break_left=True) + vblock * BLOCK_V)
+
+
+def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs, block_v):
+    """Fill the row table, then ``ws.blk_max/blk_sum/blk_arg`` for target rows then draft rows."""
+    num_target_rows, vocab_size = target_logits.shape
+    num_draft_rows = 0 if draft_logits is None else draft_logits.shape[0]
+    draft = target_logits if draft_logits is None else draft_logits
+    _row_table_kernel[(num_reqs,)](cu, temperature, ws.row_scale, ws.row_req, num_target_rows, BLOCK=32)
+    grid = (num_target_rows + num_draft_rows, ws.num_vblocks)
+    _row_stats_kernel[grid](
+        target_logits, draft, target_logits.stride(0), draft.stride(0), ws.row_scale,
+        ws.blk_max, ws.blk_sum, ws.blk_arg, num_target_rows, vocab_size, ws.num_vblocks,
+        BLOCK_V=block_v, num_warps=tuning.stats_warps(),
+    )

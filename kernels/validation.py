@@ -1,0 +1,153 @@
+"""Argument checks for ``rejection_sample``: every failure is a ValueError naming the argument,
+raised before any kernel launch.
+
+Metadata (types, shapes, dtypes, devices) is checked on the host for free. Values (``cu``
+monotonicity, draft ids in ``[-1, V)``, temperatures ``>= 0`` and not NaN) need the device data: a
+one-program kernel summarises them and they come back in ONE device-to-host copy, which also gives
+the host-side draft lengths chunk planning needs. (This launch is the only one before the checks
+pass; it reads the arguments and writes only its own summary.) A caller that passes ``draft_lengths`` (host ints it already has) skips that copy and
+vouches for those values; the kernels still never write out of bounds or emit an id outside
+``[0, V)`` whatever the values are.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import kernels._device  # noqa: F401
+import torch
+import triton
+import triton.language as tl
+
+LOGIT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+INT_DTYPES = (torch.int32, torch.int64)
+METHODS = ("token", "block")
+
+
+def _fail(name: str, message: str):
+    raise ValueError(f"{name}: {message}")
+
+
+def _tensor(name, value, ndim, dtypes, device):
+    if not isinstance(value, torch.Tensor):
+        _fail(name, f"expected a torch.Tensor, got {type(value).__name__}")
+    if value.dim() != ndim:
+        _fail(name, f"expected {ndim} dimension(s), got shape {tuple(value.shape)}")
+    if value.dtype not in dtypes:
+        _fail(name, f"dtype {value.dtype} not in {[str(d) for d in dtypes]}")
+    if device is not None and value.device != device:
+        _fail(name, f"on {value.device}, expected {device} (the device of target_logits)")
+    if ndim == 1 and value.numel() > 1 and value.stride(0) != 1:
+        _fail(name, "must be contiguous")
+
+
+def check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature, seeds,
+                   positions, method, max_chunk_bytes, want_logprobs, draft_lengths) -> None:
+    """Everything that can be checked without reading device memory."""
+    _tensor("target_logits", target_logits, 2, LOGIT_DTYPES, None)
+    device = target_logits.device
+    num_logits, vocab_size = target_logits.shape
+    if vocab_size < 1:
+        _fail("target_logits", "vocabulary size must be >= 1")
+    if vocab_size > 1 and num_logits and target_logits.stride(1) != 1:
+        _fail("target_logits", "must be contiguous along the vocabulary (stride(1) == 1)")
+    _tensor("cu_num_draft_tokens", cu_num_draft_tokens, 1, INT_DTYPES, device)
+    num_reqs = cu_num_draft_tokens.numel() - 1
+    if num_reqs < 0:
+        _fail("cu_num_draft_tokens", "must hold num_reqs + 1 >= 1 entries")
+    _tensor("draft_token_ids", draft_token_ids, 1, INT_DTYPES, device)
+    num_drafts = draft_token_ids.numel()
+    if num_logits != num_drafts + num_reqs:
+        _fail("target_logits", f"has {num_logits} rows, expected num_draft_total + num_reqs = "
+                               f"{num_drafts} + {num_reqs}")
+    if draft_logits is not None:
+        _tensor("draft_logits", draft_logits, 2, LOGIT_DTYPES, device)
+        if draft_logits.dtype != target_logits.dtype:
+            _fail("draft_logits", f"dtype {draft_logits.dtype} differs from target_logits' {target_logits.dtype}")
+        if tuple(draft_logits.shape) != (num_drafts, vocab_size):
+            _fail("draft_logits", f"shape {tuple(draft_logits.shape)}, expected ({num_drafts}, {vocab_size})")
+        if vocab_size > 1 and draft_logits.shape[0] and draft_logits.stride(1) != 1:
+            _fail("draft_logits", "must be contiguous along the vocabulary (stride(1) == 1)")
+    for name, value, dtypes in (("temperature", temperature, (torch.float32,)),
+                                ("seeds", seeds, INT_DTYPES), ("positions", positions, INT_DTYPES)):
+        _tensor(name, value, 1, dtypes, device)
+        if value.numel() != num_reqs:
+            _fail(name, f"has {value.numel()} entries, expected num_reqs = {num_reqs}")
+    if method not in METHODS:
+        _fail("method", f"must be one of {METHODS}, got {method!r}")
+    if max_chunk_bytes is not None and (isinstance(max_chunk_bytes, bool) or not isinstance(max_chunk_bytes, int)
+                                        or max_chunk_bytes < 1):
+        _fail("max_chunk_bytes", f"must be a positive int or None, got {max_chunk_bytes!r}")
+    if not isinstance(want_logprobs, bool):
+        _fail("want_logprobs", f"must be a bool, got {want_logprobs!r}")
+    if draft_lengths is not None:
+        lengths = list(draft_lengths)
+        if len(lengths) != num_reqs or any((not isinstance(k, int)) or k < 0 for k in lengths):
+            _fail("draft_lengths", f"must be {num_reqs} non-negative host ints")
+        if sum(lengths) != num_drafts:
+            _fail("draft_lengths", f"sum {sum(lengths)} != num_draft_total {num_drafts}")
+
+
+@triton.jit
+def _summarise_values_kernel(cu_ptr, ids_ptr, temperature_ptr, out_ptr, num_reqs, num_drafts,
+                             BLOCK: tl.constexpr):
+    """out = [cu (num_reqs + 1 values), min draft id, max draft id, count of temperatures not >= 0]."""
+    offs = tl.arange(0, BLOCK)
+    for start in range(0, num_reqs + 1, BLOCK):
+        idx = start + offs
+        tl.store(out_ptr + idx, tl.load(cu_ptr + idx, mask=idx <= num_reqs).to(tl.int64), mask=idx <= num_reqs)
+    low = tl.full((BLOCK,), 2**62, tl.int64)
+    high = tl.full((BLOCK,), -(2**62), tl.int64)
+    for start in range(0, num_drafts, BLOCK):
+        idx = start + offs
+        x = tl.load(ids_ptr + idx, mask=idx < num_drafts, other=0).to(tl.int64)
+        low = tl.where(idx < num_drafts, tl.minimum(low, x), low)
+        high = tl.where(idx < num_drafts, tl.maximum(high, x), high)
+    bad = tl.zeros((BLOCK,), tl.int64)
+    for start in range(0, num_reqs, BLOCK):
+        idx = start + offs
+        t = tl.load(temperature_ptr + idx, mask=idx < num_reqs, other=1.0)
+        bad += tl.where(t >= 0, 0, 1)
+    tl.store(out_ptr + num_reqs + 1, tl.min(low, axis=0))
+    tl.store(out_ptr + num_reqs + 2, tl.max(high, axis=0))
+    tl.store(out_ptr + num_reqs + 3, tl.sum(bad, axis=0))
+
+
+def check_values(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size: int) -> list[int]:
+    """Value checks through one launch and one device-to-host copy; returns the host draft lengths."""
+    num_drafts = draft_token_ids.numel()
+    num_reqs = cu_num_draft_tokens.numel() - 1
+    summary = torch.empty(num_reqs + 4, dtype=torch.int64, device=cu_num_draft_tokens.device)
+    _summarise_values_kernel[(1,)](cu_num_draft_tokens, draft_token_ids, temperature, summary, num_reqs,
+                                   num_drafts, BLOCK=1024)
+    host = summary.tolist()
+    cu = host[: num_reqs + 1]
+    if cu[0] != 0:
+        _fail("cu_num_draft_tokens", f"must start at 0, starts at {cu[0]}")
+    lengths = [cu[i + 1] - cu[i] for i in range(num_reqs)]
+    if any(k < 0 for k in lengths):
+        _fail("cu_num_draft_tokens", "must be non-decreasing")
+    if cu[-1] != num_drafts:
+        _fail("cu_num_draft_tokens", f"ends at {cu[-1]}, expected num_draft_total = {num_drafts}")
+    low, high = host[num_reqs + 1], host[num_reqs + 2]
+    if num_drafts and (low < -1 or high >= vocab_size):
+        _fail("draft_token_ids", f"ids must lie in [0, {vocab_size}) (or be -1 padding), got range [{low}, {high}]")
+    if host[num_reqs + 3]:
+        _fail("temperature", f"{host[num_reqs + 3]} entries are negative or NaN")
+    return lengths
+
+
+def check_rows(target_logits, draft_logits) -> None:
+    """``validate=True``: NaN anywhere, or a target row that is all ``-inf``, raises (one sync)."""
+    flags = [torch.isnan(target_logits).any(), (target_logits == float("-inf")).all(dim=1).any()]
+    if draft_logits is not None and draft_logits.numel():
+        flags += [torch.isnan(draft_logits).any(), (draft_logits == float("-inf")).all(dim=1).any()]
+    found = torch.stack(flags).tolist()
+    if found[0]:
+        _fail("target_logits", "contains NaN")
+    if found[1]:
+        _fail("target_logits", "has a row that is entirely -inf")
+    if len(found) > 2 and found[2]:
+        _fail("draft_logits", "contains NaN")
+    if len(found) > 2 and found[3]:
+        _fail("draft_logits", "has a row that is entirely -inf")

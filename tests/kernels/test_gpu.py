@@ -1,0 +1,84 @@
+"""GPU-only tests (skipped without CUDA): large vocabularies, many requests, memory bound."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from tests.kernels._batches import Agreement, compare_to_reference, make_batch, reference_result, run_kernel
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+
+
+@pytest.mark.parametrize("vocab,dtype", [(32000, torch.bfloat16), (151936, torch.float16),
+                                         (262144, torch.float32), (262144, torch.bfloat16)])
+def test_coupled_large_vocab(vocab, dtype):
+    pytest.importorskip("reference.verify")
+    master = int(os.environ.get("SPECFUZZ_SEED", "7")) + vocab
+    print(f"seed {master}")
+    tally = Agreement()
+    for i, (method, with_draft) in enumerate([("token", True), ("block", True), ("block", False), ("token", False)]):
+        family = ("normal", "peaked", "masked", "huge")[i]
+        batch = make_batch(master + i, num_reqs=8, max_k=8, vocab=vocab, dtype=dtype, family=family,
+                           with_draft=with_draft, device="cuda")
+        out = run_kernel(batch, method, want_logprobs=True)
+        compare_to_reference(batch, method, out, reference_result(batch, method, True), tally)
+    print(f"vocab {vocab} {dtype}: requests {tally.requests} ties {tally.ties} mismatches {len(tally.mismatches)}")
+    assert not tally.mismatches, "\n".join(tally.mismatches)
+    assert tally.ties <= 0.05 * tally.requests
+
+
+def test_coupled_with_overlapped_parts(monkeypatch):
+    """96 requests with SPECFUZZ_OVERLAP=1: the chunk is split into parts raced on a side stream."""
+    pytest.importorskip("reference.verify")
+    monkeypatch.setenv("SPECFUZZ_OVERLAP", "1")
+    tally = Agreement()
+    for i, method in enumerate(("token", "block")):
+        batch = make_batch(500 + i, num_reqs=96, max_k=4, vocab=32000, dtype=torch.bfloat16, device="cuda")
+        out = run_kernel(batch, method, want_logprobs=True)
+        compare_to_reference(batch, method, out, reference_result(batch, method, True), tally)
+    print(f"overlap: requests {tally.requests} ties {tally.ties} mismatches {len(tally.mismatches)}")
+    assert not tally.mismatches, "\n".join(tally.mismatches)
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+@pytest.mark.parametrize("method", ["token", "block"])
+def test_chunked_equals_unchunked_large(method, overlap, monkeypatch):
+    monkeypatch.setenv("SPECFUZZ_OVERLAP", overlap)
+    batch = make_batch(99, num_reqs=64, max_k=16, vocab=128256, dtype=torch.bfloat16, device="cuda")
+    whole = run_kernel(batch, method, want_logprobs=True, max_chunk_bytes=None)
+    rng = np.random.default_rng(99)
+    for budget in [1, int(rng.integers(1, 1 << 16)), int(rng.integers(1 << 16, 1 << 22)), 1 << 30]:
+        chunked = run_kernel(batch, method, want_logprobs=True, max_chunk_bytes=budget)
+        assert all(torch.equal(a, b) for a, b in zip(whole, chunked)), budget
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_peak_memory_512x8x262144(dtype):
+    """Peak device memory stays within max_chunk_bytes + 5% of the input (issue 3)."""
+    reqs, k, vocab = 512, 8, 262144
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    target = torch.randn(reqs * (k + 1), vocab, device="cuda", generator=gen).to(dtype)
+    draft = torch.randn(reqs * k, vocab, device="cuda", generator=gen).to(dtype)
+    ids = torch.randint(0, vocab, (reqs * k,), device="cuda", generator=gen)
+    cu = torch.arange(0, reqs * k + 1, k, device="cuda", dtype=torch.int32)
+    temperature = torch.ones(reqs, device="cuda")
+    seeds = torch.arange(reqs, device="cuda", dtype=torch.int64)
+    positions = torch.zeros(reqs, device="cuda", dtype=torch.int64)
+    input_bytes = (target.numel() + draft.numel()) * target.element_size()
+    import kernels
+
+    for budget in (1 << 30, 1 << 20):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        baseline = torch.cuda.memory_allocated()
+        out = kernels.rejection_sample(target, draft, ids, cu, temperature, seeds, positions, method="block",
+                                       max_chunk_bytes=budget, want_logprobs=True)
+        torch.cuda.synchronize()
+        extra = torch.cuda.max_memory_allocated() - baseline
+        print(f"{dtype} budget {budget}: peak extra {extra / 2**20:.1f} MiB, input {input_bytes / 2**30:.2f} GiB")
+        assert extra <= budget + 0.05 * input_bytes
+        del out

@@ -1,0 +1,172 @@
+"""Structural invariants, bad input, degenerate rows, untouched inputs and poisoned outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import kernels
+from kernels.driver import verify_into
+from tests.kernels._batches import DEVICE, make_batch, run_kernel
+
+
+def assert_structure(batch, out, want_logprobs=False):
+    ids, num, logprobs = out
+    lengths = batch.lengths
+    vocab = batch.target_logits.shape[1]
+    assert ids.dtype == torch.int64 and num.dtype == torch.int32
+    assert ids.shape == (len(lengths), max(lengths, default=0) + 1)
+    drafts = batch.draft_token_ids.tolist()
+    cu = batch.cu_num_draft_tokens.tolist()
+    for r, k in enumerate(lengths):
+        n = int(num[r])
+        assert 1 <= n <= k + 1
+        row = ids[r].tolist()
+        assert row[: n - 1] == drafts[cu[r]: cu[r] + n - 1], "accepted prefix must equal the drafts"
+        assert 0 <= row[n - 1] < vocab
+        assert all(v == -1 for v in row[n:])
+        if want_logprobs:
+            assert logprobs.dtype == torch.float32
+            assert torch.all(logprobs[r, n:] == 0.0) and torch.all(logprobs[r, :n] <= 1e-6)
+
+
+@pytest.mark.interpreter
+def test_invariants_inputs_unmodified_deterministic():
+    batch = make_batch(21, lengths=[3, 0, 1], vocab=257, dtype=torch.bfloat16)
+    before = batch.clone()
+    for method in ("token", "block"):
+        first = run_kernel(batch, method, want_logprobs=True)
+        assert_structure(batch, first, want_logprobs=True)
+        again = run_kernel(batch, method, want_logprobs=True)
+        assert all(torch.equal(a, b) for a, b in zip(first, again))
+    for a, b in zip(batch.args(), before.args()):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.interpreter
+def test_poisoned_outputs_are_overwritten():
+    batch = make_batch(22, lengths=[2, 0, 1], vocab=100)
+    clean = run_kernel(batch, "block", want_logprobs=True)
+    ids = torch.full((3, 3), 7777, dtype=torch.int64, device=DEVICE)
+    num = torch.full((3,), -5, dtype=torch.int32, device=DEVICE)
+    logprobs = torch.full((3, 3), float("nan"), device=DEVICE)
+    verify_into(ids, num, logprobs, *batch.args(), batch.lengths, method="block", max_chunk_bytes=None)
+    assert torch.equal(ids, clean[0]) and torch.equal(num, clean[1]) and torch.equal(logprobs, clean[2])
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("method", ["token", "block"])
+def test_degenerate_rows_stay_in_range(method):
+    """NaN rows, all -inf rows, q(x) = 0 and -1 draft ids: documented outcome, ids in [0, V)."""
+    batch = make_batch(23, lengths=[2, 2, 1, 1], vocab=70, greedy_fraction=0.0)
+    batch.temperature[3] = 0.0
+    batch.target_logits[0, 5] = float("nan")
+    batch.target_logits[3] = float("-inf")
+    batch.draft_logits[1, batch.draft_token_ids[1]] = float("-inf")  # q(x) = 0
+    batch.draft_token_ids[4] = -1
+    batch.target_logits[batch.target_logits.shape[0] - 1] = float("nan")  # greedy NaN row
+    for with_draft in (True, False):
+        b = batch.clone()
+        if not with_draft:
+            b.draft_logits = None
+        out = run_kernel(b, method, want_logprobs=True)
+        ids, num, _ = out
+        for r, k in enumerate(b.lengths):
+            assert 1 <= int(num[r]) <= k + 1
+            assert 0 <= int(ids[r, int(num[r]) - 1]) < 70
+        assert int(num[2]) == 1  # request 2's only draft is -1: never accepted
+
+
+def test_validate_rejects_bad_rows():
+    batch = make_batch(24, lengths=[1], vocab=10)
+    batch.target_logits[1] = float("-inf")
+    with pytest.raises(ValueError, match="target_logits"):
+        run_kernel(batch, "token", validate=True)
+    batch = make_batch(24, lengths=[1], vocab=10)
+    batch.draft_logits[0, 3] = float("nan")
+    with pytest.raises(ValueError, match="draft_logits"):
+        run_kernel(batch, "token", validate=True)
+
+
+def _bad_inputs():
+    base = make_batch(25, lengths=[2, 1], vocab=16)
+    cases = []
+
+    def case(name, **changes):
+        b = base.clone()
+        kwargs = {}
+        for key, value in changes.items():
+            if hasattr(b, key):
+                setattr(b, key, value)
+            else:
+                kwargs[key] = value
+        cases.append(pytest.param(b, kwargs, name, id=f"{name}-{len(cases)}"))
+
+    t = base.target_logits
+    case("target_logits", target_logits=t[:, :0])
+    case("target_logits", target_logits=t.to(torch.float64))
+    case("target_logits", target_logits=t[:-1])
+    case("target_logits", target_logits=t.t().contiguous().t())
+    case("draft_logits", draft_logits=base.draft_logits[:, :8])
+    case("draft_logits", draft_logits=base.draft_logits.half())
+    case("draft_token_ids", draft_token_ids=torch.tensor([0, 16, 3], device=DEVICE))
+    case("draft_token_ids", draft_token_ids=torch.tensor([0, -2, 3], device=DEVICE))
+    case("draft_token_ids", draft_token_ids=torch.tensor([0.0, 1.0, 3.0], device=DEVICE))
+    case("cu_num_draft_tokens", cu_num_draft_tokens=torch.tensor([0, 2, 1], dtype=torch.int32, device=DEVICE))
+    case("cu_num_draft_tokens", cu_num_draft_tokens=torch.tensor([1, 2, 3], dtype=torch.int32, device=DEVICE))
+    case("cu_num_draft_tokens", cu_num_draft_tokens=torch.tensor([0, 2, 2], dtype=torch.int32, device=DEVICE))
+    case("temperature", temperature=torch.tensor([1.0, -0.5], device=DEVICE))
+    case("temperature", temperature=torch.tensor([float("nan"), 1.0], device=DEVICE))
+    case("temperature", temperature=torch.tensor([1.0], device=DEVICE))
+    case("seeds", seeds=torch.tensor([1], device=DEVICE))
+    case("positions", positions=torch.tensor([1.0, 2.0], device=DEVICE))
+    case("method", method="blocks")
+    case("max_chunk_bytes", max_chunk_bytes=0)
+    case("want_logprobs", want_logprobs="yes")
+    case("draft_lengths", draft_lengths=[2, 2])
+    return cases
+
+
+@pytest.mark.parametrize("batch,kwargs,name", _bad_inputs())
+def test_bad_input_raises_naming_the_argument(batch, kwargs, name, monkeypatch):
+    launched = []
+    import kernels.driver as driver
+
+    monkeypatch.setattr(driver, "verify_into", lambda *a, **k: launched.append(1))
+    method = kwargs.pop("method", "token")
+    with pytest.raises(ValueError, match=name):
+        kernels.rejection_sample(*batch.args(), method=method, **kwargs)
+    assert not launched, "raised after a launch"
+
+
+def test_good_input_passes_the_checks(monkeypatch):
+    """The bad-input test can fail: the unmodified batch reaches the launch."""
+    import kernels.driver as driver
+
+    launched = []
+    monkeypatch.setattr(driver, "verify_into", lambda *a, **k: launched.append(1))
+    kernels.rejection_sample(*make_batch(25, lengths=[2, 1], vocab=16).args())
+    assert launched
+
+
+def test_empty_batch():
+    empty = torch.empty((0, 5))
+    ids, num, lp = kernels.rejection_sample(empty, None, torch.empty(0, dtype=torch.int64),
+                                            torch.zeros(1, dtype=torch.int32), torch.empty(0),
+                                            torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64),
+                                            want_logprobs=True)
+    assert ids.shape == (0, 1) and num.shape == (0,) and lp.shape == (0, 1)
+
+
+@pytest.mark.interpreter
+def test_vocab_of_one_and_masked_tail():
+    """V = 1 and V = block + 1 with all-negative logits: the padded tail never wins (BUGS.md 10)."""
+    for vocab in (1, 257):
+        batch = make_batch(26, lengths=[1, 0], vocab=vocab, greedy_fraction=0.0)
+        batch.target_logits -= 1000.0
+        batch.temperature[1] = 0.0
+        ids, num, _ = run_kernel(batch, "token")
+        assert int(ids.max()) < vocab and int(ids[ids >= 0].min()) >= 0
+        if vocab == 1:
+            assert ids[0].tolist() in ([0, -1], [0, 0]) and ids[1].tolist() == [0, -1]
