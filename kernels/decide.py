@@ -6,7 +6,7 @@ uniforms and decides (docs/interfaces.md section 2):
 
 - greedy rows: accept while ``x == argmax`` (lowest index on ties), emit the argmax of the first
   mismatching row (or of the bonus row);
-- token: accept while ``u * q(x) < b(x)``; the correction is sampled later from ``(b - q)_+``;
+- token: accept while ``u * q(x) < b(x)``, evaluated as ``log u + log q(x) < log b(x)``; the correction is sampled later from ``(b - q)_+``;
 - block (SPEC.md section 2): ``log p_i = min(log p_{i-1} + log b(x_i) - log q(x_i), 0)`` clipped at
   every step, ``h_i = Z_{i+1} / (Z_{i+1} + 1 - p_i)`` (1 when the denominator is 0), ``h_g = p_g``,
   ``tau = max{i : eta_i <= h_i}`` scanning every position; the residual ``(p_tau b - q)_+`` is
@@ -131,7 +131,8 @@ def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids
     position0 = tl.load(positions_ptr + req)
     u = philox_uniform(seed, rows * 0, position0 + rows, ACCEPT_STREAM)
 
-    token_accept = u * tl.exp(log_q) < tl.exp(log_b)
+    # u * q(x) < b(x) in log space: at tiny temperatures both probabilities underflow float32.
+    token_accept = tl.log(u) + log_q < log_b
     accepted = tl.where(greedy, x_ok & (x == t_arg), token_accept)
     tau = tl.min(tl.where(slot & ~accepted, rows, k), axis=0)
     residual_logp = tau.to(tl.float32) * 0.0

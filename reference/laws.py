@@ -17,7 +17,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from reference.probs import clipped_ratio_step, greedy_argmax, softmax_rows, stop_probability
+from reference.probs import (
+    clipped_ratio_step,
+    greedy_argmax,
+    log_softmax_rows,
+    rescaled_pair,
+    softmax_rows,
+    stop_probability,
+)
 
 Model = Callable[[tuple], np.ndarray]
 OutputLaw = dict  # {(prefix_tuple, extra_token): probability}
@@ -57,12 +64,17 @@ def conditional_law(target_logits, draft_logits, draft_token_ids, temperature, m
     if t == 0.0:
         return _greedy_law(target, ids)
     b = softmax_rows(target, np.full(g + 1, t))
+    log_b_x = log_softmax_rows(target, np.full(g + 1, t))[np.arange(g), ids]
     if draft_logits is None:
         q = np.zeros((g, vocab))
         q[np.arange(g), ids] = 1.0
+        log_q_x = np.zeros(g)
     else:
-        q = softmax_rows(np.asarray(draft_logits, dtype=np.float64), np.full(g, t))
-    b_x, q_x = b[np.arange(g), ids], q[np.arange(g), ids]
+        draft = np.asarray(draft_logits, dtype=np.float64)
+        q = softmax_rows(draft, np.full(g, t))
+        log_q_x = log_softmax_rows(draft, np.full(g, t))[np.arange(g), ids]
+    # Only the ratio b(x)/q(x) enters the acceptance law: rescaled from logs, it cannot underflow.
+    b_x, q_x = rescaled_pair(log_b_x, log_q_x)
 
     tau_law = np.zeros(g + 1)
     scale = np.ones(g + 1)  # p_tau multiplying b in the residual (1 for token)

@@ -50,6 +50,22 @@ def greedy_argmax(logits) -> tuple[np.ndarray, np.ndarray]:
     return ids, np.where(np.isnan(gap), 0.0, gap)
 
 
+def rescaled_pair(log_target_prob, log_draft_prob) -> tuple[np.ndarray, np.ndarray]:
+    """``(b(x), q(x))`` both divided by ``max(b(x), q(x))``, computed from their logs.
+
+    The ratio ``b(x) / q(x)`` is all that token and block decisions use, and at tiny temperatures both
+    probabilities underflow float64 (``log b = -772, log q = -781`` is ``0 / 0`` in probability space
+    but a ratio of ``e^9``). Rescaled, the larger of the two is 1 and the ratio is exact; zeros stay
+    zeros, so the conventions of ``clipped_ratio_step`` still apply.
+    """
+    lb = np.asarray(log_target_prob, dtype=np.float64)
+    lq = np.asarray(log_draft_prob, dtype=np.float64)
+    top = np.maximum(lb, lq)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.exp(lb - top), np.exp(lq - top)
+
+
 def clipped_ratio_step(p_prev, target_prob, draft_prob) -> np.ndarray:
     """Block verification's ``p_i = min(p_{i-1} * b_i(x_i) / q_i(x_i), 1)``, clipped at EVERY step.
 

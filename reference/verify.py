@@ -23,6 +23,7 @@ from reference.probs import (
     effective_temperature,
     greedy_argmax,
     log_softmax_rows,
+    rescaled_pair,
     softmax_rows,
     stop_probability,
 )
@@ -39,7 +40,8 @@ class ReferenceResult:
     - ``num_emitted`` ``[R]`` int32 in ``[1, k_r + 1]`` (``num_emitted - 1`` drafts were accepted).
     - ``logprobs`` ``[R, max_k + 1]`` float64 or None: log-probability of each emitted token under the
       temperature-scaled target row it came from (raw log-softmax for greedy rows); padding 0.0.
-    - ``accept_margins`` ``[D]``: token ``u*q(x) - b(x)`` (accept iff < 0); block ``eta_i - h_i``
+    - ``accept_margins`` ``[D]``: token ``u*q(x) - b(x)`` with ``b(x), q(x)`` both divided by their
+      maximum (accept iff < 0; scale-free, so it is ``u - b(x)/q(x)`` whenever ``b(x) <= q(x)``); block ``eta_i - h_i``
       (passes iff <= 0; every slot is evaluated); greedy: top-2 logit gap of the slot's target row.
       NaN where a slot was not evaluated (token slots after the first rejection).
     - ``sample_margins`` ``[R]``: top-1 minus top-2 score ``log w - log E`` of the emitted token's race
@@ -153,23 +155,26 @@ def verify_batch(
 
     row_temp = effective_temperature(temp)[row_req]
     b = softmax_rows(target, row_temp)
+    logb = log_softmax_rows(target, row_temp)
     b_x = b[slot_row, ids]
     if draft is None:
-        q_x = np.ones(ids.size)
+        log_q_x = np.zeros(ids.size)
     else:
         q = softmax_rows(draft, effective_temperature(temp)[slot_req])
-        q_x = q[np.arange(ids.size), ids]
+        log_q_x = log_softmax_rows(draft, effective_temperature(temp)[slot_req])[np.arange(ids.size), ids]
+    # Decisions use only b(x)/q(x): take it from the logs so tiny temperatures cannot underflow it.
+    b_ratio, q_ratio = rescaled_pair(logb[slot_row, ids], log_q_x)
 
     # Per-slot decisions, padded to [R, width]; slots at j >= k_r never pass.
     u = u_accept
     p_before = np.ones(ids.size)  # p_{j} entering slot j (block); 1 for token
     if method == "token":
         with np.errstate(invalid="ignore"):
-            margins = u * q_x - b_x
+            margins = u * q_ratio - b_ratio
             passes = margins < 0
     else:
-        bx_pad = _padded(b_x, slot_req, slot_j, (num_reqs, width), 0.0)
-        qx_pad = _padded(q_x, slot_req, slot_j, (num_reqs, width), 1.0)
+        bx_pad = _padded(b_ratio, slot_req, slot_j, (num_reqs, width), 0.0)
+        qx_pad = _padded(q_ratio, slot_req, slot_j, (num_reqs, width), 1.0)
         p = np.ones((num_reqs, width + 1))
         for j in range(width):
             p[:, j + 1] = clipped_ratio_step(p[:, j], bx_pad[:, j], qx_pad[:, j])
@@ -234,7 +239,6 @@ def verify_batch(
 
     logprobs = None
     if want_logprobs:
-        logb = log_softmax_rows(target, row_temp)
         logprobs = np.zeros((num_reqs, width + 1))
         logprobs[slot_req[keep], slot_j[keep]] = logb[slot_row[keep], ids[keep]]
         logprobs[np.arange(num_reqs), num_accepted] = logb[emit_row, emitted]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import softmax
 
 
 def check_structure(result, batch: dict) -> None:
@@ -36,5 +35,7 @@ def check_support(result, batch: dict) -> None:
             row = target[cu[r] + r + j]
             if np.isnan(row).any() or np.all(np.isneginf(row)):
                 continue
-            prob = softmax(row / temps[r])[result.output_token_ids[r, j]]
-            assert prob > 0, f"request {r} slot {j}: emitted a token of target probability 0"
+            # Exact zeros come from -inf logits only: a finite logit whose probability underflows
+            # float64 (tiny temperatures) still has positive probability and may be accepted.
+            logit = row[result.output_token_ids[r, j]]
+            assert logit > -np.inf, f"request {r} slot {j}: emitted a token of target probability 0"
