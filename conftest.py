@@ -3,14 +3,97 @@
 - Selects compiled Triton or the CPU interpreter BEFORE triton is imported anywhere
   (``TRITON_INTERPRET=1`` when no CUDA device is present).
 - Registers the Hypothesis profiles of ``harness.profiles`` and loads the active one.
+- ``--kernel SPEC`` (``package.module:attr``) names the kernel under test for the kernel-agnostic
+  property tests, ``--device cpu|cuda`` the device its tensors live on; fixtures ``kernel_spec``,
+  ``kernel_under_test``, ``test_device`` and ``run_context`` hand them to tests.
+- Under ``pytest -n N`` on a GPU machine, each xdist worker is pinned to one GPU
+  (``CUDA_VISIBLE_DEVICES``), round robin over the GPUs already visible to the controller.
 """
 
 from __future__ import annotations
 
-import kernels._device  # noqa: F401  (must precede every triton import)
+import os
+
+import pytest
 from hypothesis import settings
 
+import kernels._device  # noqa: F401  (must precede every triton import)
 from harness.profiles import active_profile_name, register_hypothesis_profiles
 
 register_hypothesis_profiles()
 settings.load_profile(active_profile_name())
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("specfuzz")
+    group.addoption(
+        "--kernel",
+        default=None,
+        metavar="SPEC",
+        help="kernel under test as package.module:attr (default: our Triton kernels)",
+    )
+    group.addoption(
+        "--device",
+        default=None,
+        choices=("cpu", "cuda"),
+        help="device the kernel's tensors live on (default: cuda when present)",
+    )
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids visible to this process: an existing CUDA_VISIBLE_DEVICES wins over counting."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d.strip() for d in visible.split(",") if d.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config, specs):
+    """Controller side, before workers start: give worker i the GPU ``visible[i % n]``."""
+    gpus = visible_gpus()
+    if not gpus:
+        return
+    for index, spec in enumerate(specs):
+        spec.env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
+
+
+@pytest.fixture(scope="session")
+def kernel_spec(request) -> str:
+    from harness.plugins import DEFAULT_KERNEL_SPEC
+
+    return request.config.getoption("--kernel") or DEFAULT_KERNEL_SPEC
+
+
+@pytest.fixture(scope="session")
+def kernel_under_test(kernel_spec):
+    from harness.plugins import PluginError, load_kernel
+
+    try:
+        return load_kernel(kernel_spec)
+    except PluginError as exc:
+        pytest.fail(f"--kernel {kernel_spec}: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def test_device(request):
+    import torch
+
+    name = request.config.getoption("--device") or ("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        pytest.fail("--device cuda but no CUDA device is available", pytrace=False)
+    return torch.device(name)
+
+
+@pytest.fixture
+def run_context(test_device, kernel_spec):
+    """A fresh RunContext on the active profile; ``SPECFUZZ_SEED`` sets the root seed (default 0)."""
+    from harness.profiles import PROFILES
+    from harness.properties.base import RunContext
+
+    seed = int(os.environ.get("SPECFUZZ_SEED", "0"))
+    return RunContext(
+        profile=PROFILES[active_profile_name()], device=test_device, seed=seed, kernel_spec=kernel_spec
+    )

@@ -9,7 +9,7 @@ reported as "not claimed", never as passed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Optional, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import torch
 
@@ -26,14 +26,14 @@ class VerifyBatch:
     """
 
     target_logits: torch.Tensor  # [num_logits, V] float32|bfloat16|float16, raw (no temperature)
-    draft_logits: Optional[torch.Tensor]  # [num_draft_total, V] same dtype, or None: point-mass drafts
+    draft_logits: torch.Tensor | None  # [num_draft_total, V] same dtype, or None: point-mass drafts
     draft_token_ids: torch.Tensor  # [num_draft_total] int64
     cu_num_draft_tokens: torch.Tensor  # [num_reqs + 1] int32, starts at 0, non-decreasing
     temperature: torch.Tensor  # [num_reqs] float32, 0.0 = greedy
     seeds: torch.Tensor  # [num_reqs] int64
     positions: torch.Tensor  # [num_reqs] int64, absolute position of each request's first target row
     method: str = "token"  # "token" | "block"
-    max_chunk_bytes: Optional[int] = None
+    max_chunk_bytes: int | None = None
     want_logprobs: bool = False
 
     @property
@@ -43,6 +43,14 @@ class VerifyBatch:
     @property
     def vocab_size(self) -> int:
         return int(self.target_logits.shape[-1])
+
+    @property
+    def num_logits(self) -> int:
+        return int(self.target_logits.shape[0])
+
+    @property
+    def num_draft_total(self) -> int:
+        return int(self.draft_token_ids.numel())
 
     @property
     def device(self) -> torch.device:
@@ -98,7 +106,7 @@ class VerifyOutput:
 
     output_token_ids: torch.Tensor  # [num_reqs, max_k + 1] int64
     num_emitted: torch.Tensor  # [num_reqs] int32
-    logprobs: Optional[torch.Tensor] = None  # [num_reqs, max_k + 1] float32
+    logprobs: torch.Tensor | None = None  # [num_reqs, max_k + 1] float32
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,12 @@ class Capabilities:
     max_draft_len: int = 16
     raises_on_bad_input: bool = False  # validates arguments and raises ValueError before launching
     devices: frozenset = field(default_factory=lambda: frozenset({"cpu", "cuda"}))
+    # ``verify_into(batch, out)`` writes into caller-allocated ``VerifyOutput`` tensors (which may be
+    # views into larger, guard-banded buffers). Switches on the poisoned-buffer / guard-band checks.
+    output_buffers: bool = False
+    # Draft id -1 is documented padding: a token of target probability 0, never accepted (instead of a
+    # malformed batch that must be refused).
+    draft_padding_minus_one: bool = False
 
 
 @runtime_checkable

@@ -9,9 +9,8 @@ docs/interfaces.md section 5.
 from __future__ import annotations
 
 import zlib
-
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -54,7 +53,7 @@ class StatRecord:
     power: float
     detectable_tv: float
     rejected: bool = False
-    confirmed: Optional[bool] = None  # outcome of the re-run with fresh randomness, if one was made
+    confirmed: bool | None = None  # outcome of the re-run with fresh randomness, if one was made
     observed: list = field(default_factory=list)
     expected: list = field(default_factory=list)
     labels: list = field(default_factory=list)
@@ -89,6 +88,22 @@ class PropertyResult:
         for f in d["failures"]:
             f["class"] = f.pop("cls")
         return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> PropertyResult:
+        """Inverse of ``to_json`` (used to fold in results computed in a subprocess)."""
+        d = dict(d)
+        stat_fields = StatRecord.__dataclass_fields__
+        stats = [
+            StatRecord(**{k: v for k, v in s.items() if k in stat_fields}) for s in d.pop("statistics", [])
+        ]
+        failures = []
+        for f in d.pop("failures", []):
+            f = dict(f)
+            f["cls"] = f.pop("class")
+            failures.append(Finding(**{k: v for k, v in f.items() if k in Finding.__dataclass_fields__}))
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        return cls(**known, statistics=stats, failures=failures)
 
 
 class Property(Protocol):

@@ -1,0 +1,104 @@
+"""Proof of teeth: run ``harness check`` on every broken kernel and on the correct kernels over many seeds.
+
+    python bench/teeth.py [--profile ci] [--device cpu|cuda] [--seeds 20] [--correct SPEC ...]
+                          [--broken NAME ...] [--skip-broken] [--only PROPERTY ...]
+
+For each broken kernel of ``harness.broken`` it runs every registered property in registry order with
+fail-fast (what ``python -m harness check --fail-fast`` does) and prints the property that caught it
+and the seconds it took; a broken kernel nobody catches is listed as ``NOT CAUGHT``. Then it runs the
+full check of each correct kernel (default: torch_eager and our Triton kernels) with seeds 0..N-1 and
+counts false alarms (any failing property). Exit status 1 if a broken kernel escapes or a correct
+kernel fails. Runs in one process so imports and JIT compilations are paid once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+import kernels._device  # noqa: E402,F401  (selects TRITON_INTERPRET before triton is imported)
+from harness.broken import CATALOGUE  # noqa: E402
+from harness.plugins import load_kernel  # noqa: E402
+from harness.profiles import PROFILES  # noqa: E402
+from harness.properties.base import ERROR, FAIL, NOT_CLAIMED, RunContext  # noqa: E402
+from harness.runner import run_properties, select_properties  # noqa: E402
+
+CORRECT = ("harness.implementations.torch_eager:kernel", "harness.adapters.triton_kernels:kernel")
+
+
+def check(spec: str, profile: str, device: torch.device, seed: int, fail_fast: bool, only=None):
+    kernel = load_kernel(spec)
+    ctx = RunContext(PROFILES[profile], device, seed, spec, fail_fast=fail_fast)
+    started = time.perf_counter()
+    results = run_properties(kernel, ctx, select_properties(only), allow_subprocess=False)
+    return results, time.perf_counter() - started
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="ci", choices=sorted(PROFILES))
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--correct", nargs="*", default=list(CORRECT))
+    parser.add_argument("--broken", nargs="*", default=None, help="names (default: the whole catalogue)")
+    parser.add_argument("--skip-broken", action="store_true")
+    parser.add_argument(
+        "--only", nargs="*", default=None, help="properties for the correct kernels (default: all)"
+    )
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    escaped, alarms = 0, 0
+
+    if not args.skip_broken:
+        print(f"## broken kernels (profile {args.profile}, device {device}, seed 0, fail-fast)")
+        print(f"{'kernel':40s} {'caught by':34s} {'expected':34s} {'secs':>7s}")
+        for entry in CATALOGUE:
+            if args.broken and entry.name not in args.broken:
+                continue
+            results, secs = check(entry.spec, args.profile, device, 0, fail_fast=True)
+            failed = [r.name for r in results if r.verdict == FAIL]
+            caught = failed[0] if failed else "NOT CAUGHT"
+            escaped += not failed
+            errors = [r.name for r in results if r.verdict == ERROR]
+            note = f"  (errors: {errors})" if errors else ""
+            print(
+                f"{entry.name:40s} {caught:34s} {','.join(entry.expected):34s} {secs:7.1f}{note}", flush=True
+            )
+
+    for spec in args.correct:
+        print(f"\n## correct kernel {spec}: {args.seeds} seeds (profile {args.profile}, device {device})")
+        total, not_run = 0.0, set()
+        for seed in range(args.seeds):
+            results, secs = check(spec, args.profile, device, seed, fail_fast=False, only=args.only)
+            total += secs
+            bad = [
+                (r.name, r.verdict, (r.failures[0].message if r.failures else r.note)[:120])
+                for r in results
+                if r.verdict in (FAIL, ERROR)
+            ]
+            not_run |= {r.name for r in results if r.verdict == NOT_CLAIMED}
+            assertions = sum(len(r.statistics) for r in results)
+            alpha = sum(s.alpha for r in results for s in r.statistics)
+            alarms += bool(bad)
+            print(
+                f"seed {seed:3d}: {'FALSE ALARM ' + str(bad) if bad else 'pass'}  {secs:6.1f}s  "
+                f"({assertions} statistical assertions, family-wise alpha {alpha:.2g})",
+                flush=True,
+            )
+        print(
+            f"{spec}: {args.seeds} seeds, mean {total / max(args.seeds, 1):.1f}s per check; "
+            f"not claimed / not run: {sorted(not_run)}"
+        )
+
+    print(f"\nbroken kernels not caught: {escaped}; correct-kernel runs with a false alarm: {alarms}")
+    return 1 if escaped or alarms else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""``python -m harness ...``: the command line.
+
+``check --kernel SPEC [--profile ci|dev|gpu|nightly] [--device cpu|cuda] [--seed N] [--report DIR]
+[--only NAME...] [--fail-fast]`` runs every registered property the kernel claims and exits 0 when all
+claimed properties hold, 1 when any fails, 2 on a usage or harness error. Other subcommands (fuzz,
+merge, replay, mutate, calibrate) come from modules that define ``add_cli(subparsers)``; each sets
+``func`` on its parser to a callable taking the parsed arguments and returning an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import importlib
+import os
+import shlex
+import sys
+import time
+import warnings
+
+import kernels._device  # noqa: F401  (chooses compiled Triton or the interpreter before triton loads)
+
+USAGE_ERROR = 2
+SUBCOMMAND_MODULES = (
+    "harness.fuzz",
+    "harness.merge",
+    "harness.corpus",
+    "harness.mutate",
+    "harness.calibrate",
+)
+CI_DEFAULT_SEED = 0
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def add_check_cli(subparsers) -> None:
+    from harness.plugins import DEFAULT_KERNEL_SPEC
+    from harness.profiles import PROFILES
+
+    p = subparsers.add_parser("check", help="run every claimed property against a kernel once")
+    p.add_argument(
+        "--kernel", default=DEFAULT_KERNEL_SPEC, help="package.module:attr (object or zero-arg factory)"
+    )
+    p.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default=None,
+        help="size of the run (default: gpu with CUDA, else ci; SPECFUZZ_PROFILE overrides)",
+    )
+    p.add_argument(
+        "--device", choices=("cpu", "cuda"), default=None, help="device under test (default: cuda if present)"
+    )
+    p.add_argument(
+        "--seed", type=int, default=None, help="root seed (default: 0 for ci, else drawn and printed)"
+    )
+    p.add_argument("--report", metavar="DIR", default=None, help="write DIR/report.json")
+    p.add_argument("--only", nargs="+", metavar="NAME", default=None, help="run only these properties")
+    p.add_argument(
+        "--fail-fast", action="store_true", help="stop at the first failing property, no shrinking"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress lines (summary only)")
+    p.add_argument(
+        "--max-examples",
+        type=int,
+        default=None,
+        metavar="N",
+        help="override the profile's examples per property",
+    )
+    p.set_defaults(func=run_check)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    import torch
+
+    from harness.contract import capabilities_of
+    from harness.plugins import PluginError, load_kernel
+    from harness.profiles import PROFILES, active_profile_name
+    from harness.properties.base import RunContext
+    from harness.report import build_report, family_wise_alpha, summary_table, write_report
+    from harness.runner import (
+        UnknownProperty,
+        import_error_results,
+        overall_exit_code,
+        run_properties,
+        select_properties,
+    )
+
+    say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
+    # Degenerate rows make the interpreter and the oracle compute inf/NaN on purpose:
+    # keep the console readable.
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"(triton|reference|numpy)\.")
+    profile = PROFILES[args.profile or active_profile_name()]
+    if args.max_examples is not None:
+        if args.max_examples < 1:
+            print("error: --max-examples must be >= 1", file=sys.stderr)
+            return USAGE_ERROR
+        profile = dataclasses.replace(profile, max_examples=args.max_examples)
+    device_name = args.device or _default_device()
+    if device_name == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda but no CUDA device is available", file=sys.stderr)
+        return USAGE_ERROR
+    device = torch.device(device_name)
+    if args.seed is None:
+        seed = CI_DEFAULT_SEED if profile.name == "ci" else int.from_bytes(os.urandom(4), "little")
+    else:
+        seed = args.seed
+    try:
+        kernel = load_kernel(args.kernel)
+        properties = select_properties(args.only)
+    except (PluginError, UnknownProperty) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    if device.type not in capabilities_of(kernel).devices:
+        print(f"error: kernel {kernel.name!r} does not run on {device.type}", file=sys.stderr)
+        return USAGE_ERROR
+
+    command = (
+        f"python -m harness check --kernel {args.kernel} --profile {profile.name} "
+        f"--device {device.type} --seed {seed}"
+    )
+    if args.max_examples is not None:
+        command += f" --max-examples {args.max_examples}"
+    if args.only:
+        command += " --only " + " ".join(shlex.quote(n) for n in args.only)
+    say(
+        f"specfuzz check: kernel={args.kernel} ({kernel.name}) profile={profile.name} "
+        f"device={device} seed={seed}"
+    )
+    say(f"reproduce with: {command}")
+    ctx = RunContext(
+        profile=profile, device=device, seed=seed, kernel_spec=args.kernel, fail_fast=args.fail_fast
+    )
+    started, t0 = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
+    results = import_error_results(args.only) + run_properties(kernel, ctx, properties, progress=say)
+    duration = time.perf_counter() - t0
+
+    print(summary_table(results))
+    alpha = family_wise_alpha(results)
+    print(
+        f"family-wise false-alarm bound (Holm over {sum(len(r.statistics) for r in results)} "
+        f"statistical assertions): {alpha:.3g}"
+    )
+    code = overall_exit_code(results)
+    print(f"{['PASS', 'FAIL', 'ERROR'][code]} in {duration:.1f}s (seed {seed})")
+    if args.report:
+        path = write_report(build_report(results, ctx, command, started, duration), args.report)
+        print(f"report: {path}")
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness",
+        description="specfuzz: fuzz and verify speculative-decoding verification kernels",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_check_cli(sub)
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                print(f"warning: {name} not available: {exc}", file=sys.stderr)
+            continue
+        except Exception as exc:  # noqa: BLE001 -- a broken plug-in must not disable `check`
+            print(f"warning: {name} failed to import: {type(exc).__name__}: {exc}", file=sys.stderr)
+            continue
+        add = getattr(module, "add_cli", None)
+        if callable(add):
+            add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+        return int(exc.code or 0)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return USAGE_ERROR

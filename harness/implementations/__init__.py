@@ -1,0 +1,1 @@
+"""Independent kernels under test written inside the harness (not production kernels)."""

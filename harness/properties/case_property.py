@@ -1,0 +1,178 @@
+"""Case-by-case properties (layers 1, 2, 3 and 5) driven by Hypothesis, with bounded shrinking.
+
+A ``CaseProperty`` judges one ``Case`` at a time with ``check(kernel, case, ctx) -> CaseCheck``: that
+is the unit the regression corpus replays and pytest parametrises. ``run`` searches for a failing
+case with Hypothesis (``profile.max_examples`` examples, seeded from the run seed, no example
+database, so a run is reproducible from ``--seed``) and shrinks it toward the smallest batch, but
+spends at most ``profile.shrink_calls`` calls / ``profile.shrink_seconds`` on shrinking: after that
+only the best failing case seen so far keeps failing, so Hypothesis stops.
+
+Kernel faults are findings, not crashes: ``KernelRaised`` fails the case with the error text;
+``DeviceFault`` also stops the property at once (nothing more can run in this process) and sets
+``ctx.extra["device_fault"]`` for the runner.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+from hypothesis import strategies as st
+from hypothesis.errors import Flaky
+
+from harness.cases import Case
+from harness.kernel_calls import DeviceFault, KernelRaised
+from harness.output_checks import Violation
+from harness.properties.base import ERROR, FAIL, NOT_CLAIMED, PASS, Finding, PropertyResult, RunContext
+from harness.strategies import CaseSpace, cases, coverage_of
+
+
+@dataclass
+class CaseCheck:
+    """The verdict on one case: findings (empty = pass), tie count, and what was compared."""
+
+    findings: list[Finding] = field(default_factory=list)
+    ties: int = 0
+    skipped: str = ""  # non-empty: the case does not apply (e.g. no sampled request); not counted
+
+
+class _CaseFailed(Exception):
+    pass
+
+
+def findings_from(violations: list[Violation], evidence: dict | None = None) -> list[Finding]:
+    return [
+        Finding(cls=v.cls, first_field=v.first_field, message=v.message, evidence=dict(evidence or {}))
+        for v in violations
+    ]
+
+
+def kernel_raised_finding(exc: KernelRaised) -> Finding:
+    cls = "device_fault" if isinstance(exc, DeviceFault) else "kernel_raised"
+    return Finding(cls=cls, first_field=exc.what, message=str(exc), evidence={"traceback": exc.trace})
+
+
+def repro_command(ctx: RunContext, name: str) -> str:
+    """The one-line ``check`` command that re-finds this failure (same seed, profile and examples)."""
+    from harness.profiles import PROFILES
+
+    spec = ctx.kernel_spec or "<kernel spec>"
+    command = (
+        f"python -m harness check --kernel {spec} --profile {ctx.profile.name} "
+        f"--seed {ctx.seed} --only {name} --device {ctx.device.type}"
+    )
+    if PROFILES.get(ctx.profile.name) != ctx.profile:
+        command += f" --max-examples {ctx.profile.max_examples}"
+    return command
+
+
+class CaseProperty:
+    """Base class: subclasses set ``name``, ``layer``, ``summary`` and implement ``check``."""
+
+    name: str = ""
+    layer: int = 1
+    summary: str = ""
+
+    def not_claimed_reason(self, kernel: object) -> str | None:
+        """Why the kernel does not claim this property (``None``: it does)."""
+        return None
+
+    def claimed(self, kernel: object) -> bool:
+        return self.not_claimed_reason(kernel) is None
+
+    def space(self, kernel: object, ctx: RunContext) -> CaseSpace:
+        return CaseSpace.for_kernel(ctx.profile, kernel)
+
+    def strategy(self, kernel: object, ctx: RunContext) -> st.SearchStrategy[Case]:
+        return cases(self.space(kernel, ctx))
+
+    def check(self, kernel: object, case: Case, ctx: RunContext) -> CaseCheck:
+        raise NotImplementedError
+
+    def check_guarded(self, kernel: object, case: Case, ctx: RunContext) -> CaseCheck:
+        """``check`` with kernel exceptions turned into findings; every finding carries the case."""
+        try:
+            outcome = self.check(kernel, case, ctx)
+        except KernelRaised as exc:
+            outcome = CaseCheck(findings=[kernel_raised_finding(exc)])
+            if isinstance(exc, DeviceFault):
+                ctx.extra["device_fault"] = str(exc)
+        for f in outcome.findings:
+            if not f.case:
+                f.case = case.to_dict()
+            if not f.repro:
+                f.repro = repro_command(ctx, self.name)
+        return outcome
+
+    def run(self, kernel: object, ctx: RunContext) -> PropertyResult:
+        started = time.perf_counter()
+        result = PropertyResult(name=self.name, layer=self.layer, verdict=PASS)
+        reason = self.not_claimed_reason(kernel)
+        if reason is not None:
+            result.verdict, result.note = NOT_CLAIMED, reason
+            return result
+        state = {"best": None, "first_fail": None, "calls_after": 0, "skipped": 0}
+        profile = ctx.profile
+        coverage = ctx.extra.setdefault("coverage", {})
+
+        def budget_spent() -> bool:
+            if ctx.extra.get("device_fault"):
+                return True
+            if state["first_fail"] is None:
+                return False
+            return (
+                state["calls_after"] >= profile.shrink_calls
+                or time.perf_counter() - state["first_fail"] >= profile.shrink_seconds
+            )
+
+        def one_case(case: Case) -> None:
+            if state["best"] is not None:
+                state["calls_after"] += 1
+                if budget_spent():
+                    if case.to_dict() == state["best"][0].to_dict():
+                        raise _CaseFailed()
+                    return
+            outcome = self.check_guarded(kernel, case, ctx)
+            if outcome.skipped:
+                state["skipped"] += 1
+                return
+            result.cases += 1
+            result.ties += outcome.ties
+            if state["best"] is None:
+                for key, values in coverage_of(case).items():
+                    coverage.setdefault(key, []).extend(values)
+            if outcome.findings:
+                state["best"] = (case, outcome.findings)
+                if state["first_fail"] is None:
+                    state["first_fail"] = time.perf_counter()
+                raise _CaseFailed()
+
+        phases = [Phase.explicit, Phase.generate] + ([] if ctx.fail_fast else [Phase.shrink])
+        runner = settings(
+            max_examples=profile.max_examples,
+            derandomize=False,
+            database=None,
+            deadline=None,
+            phases=phases,
+            suppress_health_check=list(HealthCheck),
+            verbosity=Verbosity.quiet,
+            report_multiple_bugs=False,
+            print_blob=False,
+        )(seed(ctx.child_seed("property", self.name))(given(self.strategy(kernel, ctx))(one_case)))
+        try:
+            runner()
+        except _CaseFailed:
+            pass
+        except Flaky as exc:
+            if state["best"] is None:
+                result.verdict, result.note = ERROR, f"Hypothesis reported flakiness: {exc}"
+        except Exception as exc:  # noqa: BLE001 -- a harness bug must not stop the run
+            result.verdict, result.note = ERROR, f"harness error: {type(exc).__name__}: {exc}"
+        if state["best"] is not None:
+            result.verdict = FAIL
+            result.failures = state["best"][1]
+        elif result.cases == 0 and result.verdict == PASS:
+            result.note = f"no applicable case among {state['skipped']} drawn"
+        result.seconds = time.perf_counter() - started
+        return result

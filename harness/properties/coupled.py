@@ -1,0 +1,75 @@
+"""Layer 2: coupled exactness — with the kernel's own uniforms, kernel == oracle, decision by decision.
+
+Claimed by kernels exposing ``random_draws(batch)``. Per case: the draws must have the contract's
+shapes and lie strictly inside (0, 1) (a ``u == 0`` accepts zero-probability drafts, BUGS.md #8);
+then ``reference.verify.verify_batch`` replays the batch with exactly those uniforms and every
+request must match the kernel's output (and logprobs, when asked for and claimed). A disagreement
+whose deciding margin is within float32 tolerance is a tie: counted, reported, not a failure
+(harness/decision_compare.py). Catches wrong rules, wrong rows, reused or correlated uniforms that
+the kernel reports honestly, and everything structural that changes a decision.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.cases import Case, build_batch
+from harness.contract import capabilities_of, has_random_draws
+from harness.decision_compare import compare_decisions, uniform_problems
+from harness.kernel_calls import call_random_draws, call_verify
+from harness.oracle import run_reference
+from harness.output_checks import contract_violations
+from harness.properties.base import Finding, RunContext, register
+from harness.properties.case_property import CaseCheck, CaseProperty, findings_from
+
+
+class CoupledExactness(CaseProperty):
+    name = "coupled_exactness"
+    layer = 2
+    summary = "kernel == float64 oracle decision by decision under the kernel's own uniforms"
+
+    def not_claimed_reason(self, kernel: object) -> str | None:
+        return None if has_random_draws(kernel) else "the kernel does not expose random_draws(batch)"
+
+    def check(self, kernel: object, case: Case, ctx: RunContext) -> CaseCheck:
+        caps = capabilities_of(kernel)
+        batch = build_batch(case, ctx.device)
+        accept, sample = call_random_draws(kernel, batch)
+        problems = uniform_problems(batch, accept, sample)
+        if problems:
+            return CaseCheck([Finding("bad_uniforms", "random_draws", "; ".join(problems))])
+        out = call_verify(kernel, batch)
+        bad = contract_violations(batch, out, caps.logprobs)
+        if bad:
+            return CaseCheck(findings_from(bad))
+        ref = run_reference(batch, accept, sample)
+        comparison = compare_decisions(batch, out, ref, batch.want_logprobs and caps.logprobs)
+        real = comparison.real
+        if not real:
+            return CaseCheck(ties=len(comparison.ties))
+        d = real[0]
+        cu = batch.cu_num_draft_tokens.cpu().tolist()
+        margins = ref.accept_margins[cu[d.request] : cu[d.request + 1]]
+        evidence = {
+            "request": d.request,
+            "decision": d.kind,
+            "margin": d.margin,
+            "tie_margin": d.tolerance,
+            "kernel_tokens": d.kernel_tokens,
+            "reference_tokens": d.reference_tokens,
+            "margins": [None if np.isnan(m) else float(m) for m in margins],
+            "sample_margin": float(ref.sample_margins[d.request]),
+            "mismatching_requests": [x.request for x in real],
+            "ties": len(comparison.ties),
+        }
+        message = (
+            f"request {d.request}: kernel emitted {d.kernel_tokens}, oracle {d.reference_tokens} "
+            f"({d.kind} decision, margin {d.margin:.3g}, tie tolerance {d.tolerance:.3g})"
+        )
+        return CaseCheck(
+            [Finding("coupled_mismatch", d.first_field, message, evidence=evidence)],
+            ties=len(comparison.ties),
+        )
+
+
+register(CoupledExactness())

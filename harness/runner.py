@@ -1,0 +1,163 @@
+"""Run properties against a kernel, one after another, so that one bad case cannot poison the run.
+
+- ``run_properties`` walks the selected properties in registry order (cheapest layers first). A
+  property that raises is recorded as ``error`` and the run goes on; a kernel exception inside a case
+  is already a failure of that case (harness/properties/case_property.py).
+- Device faults: when a kernel corrupts the CUDA context (``ctx.extra["device_fault"]`` is set,
+  harness/kernel_calls.py), nothing more can run in this process. The remaining properties are run
+  in a fresh ``python -m harness check`` subprocess with the same kernel, profile, seed and device,
+  and its results are folded in. If that is impossible (``allow_subprocess=False``, or the child
+  fails), the remaining properties are marked ``error`` with the reason.
+- ``run_case`` is the single-case entry point that fuzz and corpus replay call: it runs the per-case
+  properties (layers 1, 2, 3, 5) on one given ``Case``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from harness.cases import Case
+from harness.properties import IMPORT_ERRORS, REGISTRY
+from harness.properties.base import ERROR, FAIL, NOT_CLAIMED, PASS, Property, PropertyResult, RunContext
+from harness.properties.case_property import CaseCheck, CaseProperty
+
+Progress = Callable[[str], None]
+
+
+class UnknownProperty(ValueError):
+    pass
+
+
+def select_properties(only: Iterable[str] | None = None) -> list[Property]:
+    """Registered properties in order, restricted to ``only`` (exact names) when given."""
+    if not only:
+        return list(REGISTRY.values())
+    names = list(only)
+    unknown = [n for n in names if n not in REGISTRY]
+    if unknown:
+        raise UnknownProperty(f"unknown properties {unknown}; known: {sorted(REGISTRY)}")
+    return [REGISTRY[n] for n in REGISTRY if n in names]
+
+
+def import_error_results(only: Iterable[str] | None = None) -> list[PropertyResult]:
+    """Property modules that failed to import, as ``error`` results (only on a full run)."""
+    if only:
+        return []
+    return [
+        PropertyResult(name=f"import:{mod}", layer=0, verdict=ERROR, note=err.splitlines()[0])
+        for mod, err in IMPORT_ERRORS.items()
+        if "is missing" not in err
+    ]
+
+
+def _result_line(res: PropertyResult) -> str:
+    extra = f" ties={res.ties}" if res.ties else ""
+    why = (
+        f" -- {res.failures[0].cls}: {res.failures[0].message}"
+        if res.failures
+        else (f" -- {res.note}" if res.note and res.verdict != PASS else "")
+    )
+    return f"{res.verdict.upper():11s} {res.name} ({res.cases} cases, {res.seconds:.1f}s{extra}){why}"
+
+
+def run_properties(
+    kernel: object,
+    ctx: RunContext,
+    properties: list[Property],
+    progress: Progress = lambda s: None,
+    allow_subprocess: bool = True,
+) -> list[PropertyResult]:
+    results: list[PropertyResult] = []
+    for i, prop in enumerate(properties):
+        if ctx.extra.get("device_fault"):
+            remaining = properties[i:]
+            progress(
+                f"device fault ({ctx.extra['device_fault']}); "
+                f"continuing {len(remaining)} properties in a fresh process"
+            )
+            results.extend(_continue_elsewhere(ctx, remaining, allow_subprocess))
+            break
+        progress(f"[{i + 1}/{len(properties)}] {prop.name} (layer {prop.layer}) ...")
+        started = time.perf_counter()
+        try:
+            res = prop.run(kernel, ctx)
+        except Exception as exc:  # noqa: BLE001 -- a broken property must not end the run
+            res = PropertyResult(prop.name, prop.layer, ERROR, note=f"{type(exc).__name__}: {exc}")
+        res.seconds = res.seconds or (time.perf_counter() - started)
+        results.append(res)
+        progress("    " + _result_line(res))
+        if ctx.fail_fast and res.verdict == FAIL:
+            break
+    return results
+
+
+def _continue_elsewhere(
+    ctx: RunContext, remaining: list[Property], allow_subprocess: bool
+) -> list[PropertyResult]:
+    def marked(reason: str) -> list[PropertyResult]:
+        return [PropertyResult(p.name, p.layer, ERROR, note=reason) for p in remaining]
+
+    if not allow_subprocess or not ctx.kernel_spec:
+        return marked("not run: the device was unusable after an earlier kernel fault")
+    with tempfile.TemporaryDirectory(prefix="specfuzz-continue-") as tmp:
+        cmd = [
+            sys.executable,
+            "-m",
+            "harness",
+            "check",
+            "--kernel",
+            ctx.kernel_spec,
+            "--profile",
+            ctx.profile.name,
+            "--seed",
+            str(ctx.seed),
+            "--device",
+            ctx.device.type,
+            "--report",
+            tmp,
+            "--quiet",
+            "--max-examples",
+            str(ctx.profile.max_examples),
+            "--only",
+            *[p.name for p in remaining],
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        report = Path(tmp) / "report.json"
+        if not report.exists():
+            return marked(f"not run: the fresh process failed (exit {proc.returncode}): {proc.stderr[-300:]}")
+        props = json.loads(report.read_text())["properties"]
+    results = [PropertyResult.from_json(p) for p in props]
+    for r in results:
+        r.note = (r.note + " " if r.note else "") + "(run in a fresh process after a device fault)"
+    return results
+
+
+def run_case(
+    kernel: object, case: Case, ctx: RunContext, names: Iterable[str] | None = None
+) -> list[tuple[str, CaseCheck]]:
+    """Run the per-case properties (all, or ``names``) that the kernel claims on one case."""
+    outcomes = []
+    for prop in select_properties(names):
+        if not isinstance(prop, CaseProperty) or not prop.claimed(kernel):
+            continue
+        outcomes.append((prop.name, prop.check_guarded(kernel, case, ctx)))
+    return outcomes
+
+
+def overall_exit_code(results: list[PropertyResult]) -> int:
+    """0 when every claimed property holds, 1 when any fails, 2 when any errored (and none failed)."""
+    verdicts = {r.verdict for r in results}
+    if FAIL in verdicts:
+        return 1
+    if ERROR in verdicts:
+        return 2
+    return 0
+
+
+__all__ = ["run_properties", "run_case", "select_properties", "overall_exit_code", "PASS", "NOT_CLAIMED"]

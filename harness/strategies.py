@@ -1,0 +1,178 @@
+"""Hypothesis strategies that draw ``Case`` descriptions (harness/cases.py) of verification batches.
+
+What is drawn element by element is only the small, structural part of a case (sizes, per-request
+temperatures, seeds, positions, family, dtype, chunk budget); the bulk logits come from a drawn
+``data_seed``. Every choice is ordered so that Hypothesis shrinks toward the simplest batch: small
+``V``, one request, short drafts, temperature 1-ish, float32, the Gaussian family, no chunking.
+
+``CaseSpace`` says what may be drawn; build it from a profile and a kernel's capabilities with
+``CaseSpace.for_kernel`` and narrow it with ``dataclasses.replace`` (e.g. ``max_draft=1``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from hypothesis import strategies as st
+
+from harness.cases import Case
+from harness.contract import capabilities_of
+from harness.logit_families import FAMILIES
+from harness.profiles import Profile
+
+_PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 127, 251, 257, 509, 1021, 4093, 8191, 65521, 131071)
+_POWERS = tuple(v for e in range(19) for v in (2**e - 1, 2**e, 2**e + 1) if v >= 1)
+SPECIAL_VOCABS = tuple(sorted(set(_PRIMES + _POWERS + (1, 2, 111, 8193, 10000, 32000, 151936, 262144))))
+
+TEMPERATURE_BANDS = ("normal", "greedy", "tiny", "hot")  # shrink order: simplest first
+SCALES = (1.0, 0.1, 3.0, 10.0)
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def temperature_band(t: float) -> str:
+    """The band a temperature belongs to (for coverage reports)."""
+    if t == 0.0:
+        return "greedy"
+    if t <= 1e-3:
+        return "tiny"
+    if t >= 50.0:
+        return "hot"
+    return "normal"
+
+
+def chunk_band(max_chunk_bytes: int | None, vocab_size: int) -> str:
+    """``none``, ``1B``, ``<row`` (below one fp32 row), ``rows`` (a few rows) or ``large``."""
+    if max_chunk_bytes is None:
+        return "none"
+    if max_chunk_bytes <= 1:
+        return "1B"
+    row = 4 * vocab_size
+    if max_chunk_bytes < row:
+        return "<row"
+    return "rows" if max_chunk_bytes <= 16 * row else "large"
+
+
+@dataclass(frozen=True)
+class CaseSpace:
+    """The part of the fuzz space a strategy may draw from."""
+
+    max_vocab: int
+    max_reqs: int
+    max_draft: int
+    methods: tuple[str, ...] = ("token", "block")
+    dtypes: tuple[str, ...] = ("float32",)
+    families: tuple[str, ...] = FAMILIES
+    temperature_bands: tuple[str, ...] = TEMPERATURE_BANDS
+    draft_logits: tuple[bool, ...] = (True, False)  # True: draft logits present; False: point mass
+    chunking: bool = False
+    logprobs: bool = False
+    min_draft: int = 0
+    max_logit_elements: int = 1 << 21  # cap on num_logits * V (fewer requests are drawn at large V)
+
+    @classmethod
+    def for_kernel(cls, profile: Profile, kernel: object) -> CaseSpace:
+        """Everything the profile allows that the kernel claims."""
+        caps = capabilities_of(kernel)
+        names = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+        dtypes = tuple(n for n in names if any(str(d).endswith(n) for d in caps.dtypes)) or ("float32",)
+        methods = tuple(m for m in ("token", "block") if m in getattr(kernel, "methods", ()))
+        bands = tuple(b for b in TEMPERATURE_BANDS if caps.greedy or b != "greedy")
+        return cls(
+            max_vocab=max(1, min(profile.max_vocab, caps.max_vocab)),
+            max_reqs=profile.max_reqs,
+            max_draft=min(profile.max_draft, caps.max_draft_len),
+            methods=methods,
+            dtypes=dtypes,
+            temperature_bands=bands,
+            draft_logits=(True, False) if caps.point_mass_drafts else (True,),
+            chunking=caps.chunking,
+            logprobs=caps.logprobs,
+            max_logit_elements=profile.max_logit_elements,
+        )
+
+
+def vocab_sizes(max_vocab: int) -> st.SearchStrategy[int]:
+    """Special sizes (powers of two and neighbours, primes, 111, 8193, 151936 ...) or any size."""
+    special = [v for v in SPECIAL_VOCABS if v <= max_vocab]
+    return st.one_of(st.sampled_from(special), st.integers(1, max_vocab))
+
+
+@st.composite
+def temperatures(draw, bands: tuple[str, ...]) -> float:
+    """A temperature from one of ``bands``; T == 1 (band ``normal``, fraction 0) is the simplest.
+
+    Every band draws the same two choices, so that Hypothesis's shortlex shrinking prefers the first
+    band (``normal``) instead of whichever band happens to draw fewer choices.
+    """
+    band = draw(st.sampled_from(bands))
+    fraction = draw(st.floats(-1.0, 1.0))  # position inside the band, shrinks toward 0.0
+    if band == "greedy":
+        return 0.0
+    if band == "hot":
+        return 100.0
+    exponent = -5.5 + 2.5 * fraction if band == "tiny" else fraction  # 1e-8..1e-3 or 0.1..10
+    return float(np.float32(10.0**exponent))  # exactly representable, so JSON round trips
+
+
+def positions() -> st.SearchStrategy[int]:
+    """Small positions, positions straddling 2**32 (the counter word boundary), and large ones."""
+    return st.one_of(st.integers(0, 4096), st.integers(2**32 - 16, 2**32 + 16), st.integers(0, 2**40))
+
+
+@st.composite
+def chunk_budgets(draw, vocab_size: int, num_logits: int) -> int | None:
+    """``None`` (unbounded), 1 byte, about a few fp32 rows (+-1 byte), or anything up to 16 MiB."""
+    kind = draw(st.sampled_from(("none", "one_byte", "rows", "any")))
+    if kind == "none":
+        return None
+    if kind == "one_byte":
+        return 1
+    if kind == "rows":
+        rows = draw(st.integers(1, max(1, num_logits)))
+        return max(1, 4 * vocab_size * rows + draw(st.integers(-1, 1)))
+    return draw(st.integers(1, 1 << 24))
+
+
+@st.composite
+def cases(draw, space: CaseSpace) -> Case:
+    """One batch description drawn from ``space``."""
+    vocab = draw(vocab_sizes(space.max_vocab))
+    rows_allowed = max(1, space.max_logit_elements // vocab)
+    max_reqs = max(1, min(space.max_reqs, rows_allowed // (space.max_draft + 1)))
+    num_reqs = draw(st.integers(1, max_reqs))
+    draft_lens = draw(
+        st.lists(st.integers(space.min_draft, space.max_draft), min_size=num_reqs, max_size=num_reqs)
+    )
+    temps = [draw(temperatures(space.temperature_bands)) for _ in range(num_reqs)]
+    seeds = draw(st.lists(st.integers(INT64_MIN, INT64_MAX), min_size=num_reqs, max_size=num_reqs))
+    poss = draw(st.lists(positions(), min_size=num_reqs, max_size=num_reqs))
+    num_logits = sum(draft_lens) + num_reqs
+    return Case(
+        vocab_size=vocab,
+        draft_lens=draft_lens,
+        temperatures=temps,
+        seeds=seeds,
+        positions=poss,
+        family=draw(st.sampled_from(space.families)),
+        scale=draw(st.sampled_from(SCALES)),
+        dtype=draw(st.sampled_from(space.dtypes)),
+        has_draft_logits=draw(st.sampled_from(space.draft_logits)),
+        data_seed=draw(st.integers(0, 2**32 - 1)),
+        method=draw(st.sampled_from(space.methods)),
+        max_chunk_bytes=draw(chunk_budgets(vocab, num_logits)) if space.chunking else None,
+        want_logprobs=draw(st.booleans()) if space.logprobs else False,
+    )
+
+
+def coverage_of(case: Case) -> dict[str, list]:
+    """The coverage dimensions of the report schema (docs/interfaces.md section 5) for one case."""
+    return {
+        "vocab_size": [case.vocab_size],
+        "draft_len": list(case.draft_lens),
+        "temperature_band": [temperature_band(t) for t in case.temperatures],
+        "family": [case.family],
+        "chunk_budget": [chunk_band(case.max_chunk_bytes, case.vocab_size)],
+        "dtype": [case.dtype],
+        "method": [case.method],
+    }

@@ -1,0 +1,186 @@
+"""``python -m harness check``: exit codes, progress, summary, report.json, subcommands, device faults."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from harness import cli, kernel_calls
+from harness.properties.base import ERROR, FAIL, PASS, PropertyResult
+from harness.runner import overall_exit_code, run_properties, select_properties
+from tests.harness.property_helpers import cpu_context
+
+REF = "harness.adapters.reference_kernel:kernel"
+FAST = ["structural", "coupled_exactness", "batch_invariance"]
+
+
+def test_passing_kernel_exits_0_and_writes_the_report(tmp_path, capsys):
+    code = cli.main(
+        [
+            "check",
+            "--kernel",
+            REF,
+            "--profile",
+            "ci",
+            "--seed",
+            "5",
+            "--report",
+            str(tmp_path),
+            "--only",
+            *FAST,
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "[1/3] structural" in out and "PASS        structural" in out  # progress lines
+    assert "family-wise false-alarm bound" in out and "verdict" in out  # summary table
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["schema"] == "specfuzz-report/1" and report["seed"] == 5 and report["kernel"] == REF
+    assert report["profile"] == "ci" and report["device"] == "cpu" and report["shard"] == "0/1"
+    assert set(report["versions"]) >= {"python", "torch", "triton", "numpy", "hypothesis"}
+    assert report["commit"] and report["family_wise_alpha"] == 0.0
+    assert [p["name"] for p in report["properties"]] == FAST
+    assert all(p["verdict"] == "pass" and p["cases"] > 0 for p in report["properties"])
+    assert set(report["coverage"]) == {
+        "vocab_size",
+        "draft_len",
+        "temperature_band",
+        "family",
+        "chunk_budget",
+        "dtype",
+        "method",
+    }
+
+
+def test_failing_kernel_exits_1_with_minimal_case_and_working_repro(tmp_path, capsys):
+    spec = "tests.harness.sabotage:padding_zero"
+    code = cli.main(
+        ["check", "--kernel", spec, "--profile", "ci", "--report", str(tmp_path), "--only", "structural"]
+    )
+    assert code == 1
+    failure = json.loads((tmp_path / "report.json").read_text())["properties"][0]["failures"][0]
+    assert failure["class"] == "padding_not_minus_one" and failure["case"]["vocab_size"] <= 8
+    argv = shlex.split(failure["repro"])
+    assert argv[:4] == ["python", "-m", "harness", "check"]
+    again = tmp_path / "again"
+    assert cli.main(argv[3:] + ["--report", str(again), "--quiet"]) == 1
+    assert (
+        json.loads((again / "report.json").read_text())["properties"][0]["failures"][0]["case"]
+        == failure["case"]
+    )
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "--kernel", "no_such_module_abc:kernel"],
+        ["check", "--kernel", REF, "--only", "no_such_property"],
+        ["check", "--kernel", REF, "--device", "cuda"]
+        if not __import__("torch").cuda.is_available()
+        else ["check", "--bogus"],
+        ["check", "--profile", "huge"],
+        [],
+    ],
+)
+def test_usage_errors_exit_2(argv, capsys):
+    assert cli.main(argv) == 2
+    capsys.readouterr()
+
+
+def test_exit_code_rules():
+    res = lambda v: PropertyResult("p", 1, v)
+    assert overall_exit_code([res(PASS), res("not claimed")]) == 0
+    assert overall_exit_code([res(PASS), res(FAIL), res(ERROR)]) == 1
+    assert overall_exit_code([res(PASS), res(ERROR)]) == 2
+
+
+def test_subcommands_come_from_modules_with_add_cli(monkeypatch):
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("tests.harness.cli_plugin_example", "harness.not_there"))
+    assert cli.main(["hello", "--code", "3"]) == 3
+
+
+def test_device_fault_continues_in_a_fresh_process(monkeypatch):
+    # In this process the "device" dies at the first kernel error; the remaining properties must run
+    # in a fresh process (where the kernel still fails, but as an ordinary kernel error).
+    monkeypatch.setattr(kernel_calls, "HEALTH_CHECK", lambda device: False)
+    ctx = cpu_context()
+    ctx.kernel_spec = "tests.harness.sabotage:always_fails"
+    from tests.harness.sabotage import always_fails
+
+    lines = []
+    results = run_properties(always_fails, ctx, select_properties(FAST), progress=lines.append)
+    assert [r.name for r in results] == FAST
+    assert results[0].verdict == FAIL and results[0].failures[0].cls == "device_fault"
+    assert any("device fault" in line for line in lines)
+    for r in results[1:]:
+        assert "fresh process" in r.note and r.verdict == FAIL
+        assert r.failures[0].cls == "kernel_raised"
+
+
+def test_device_fault_without_subprocess_marks_the_rest_as_error(monkeypatch):
+    monkeypatch.setattr(kernel_calls, "HEALTH_CHECK", lambda device: False)
+    from tests.harness.sabotage import always_fails
+
+    results = run_properties(always_fails, cpu_context(), select_properties(FAST), allow_subprocess=False)
+    assert [r.verdict for r in results] == [FAIL, ERROR, ERROR]
+
+
+def test_python_dash_m_entry_point():
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "check",
+            "--kernel",
+            REF,
+            "--only",
+            "structural",
+            "--profile",
+            "ci",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "structural" in proc.stdout
+
+
+def test_xdist_workers_are_pinned_round_robin_within_visible_gpus(monkeypatch):
+    import types
+
+    import conftest
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    specs = [types.SimpleNamespace(env={}) for _ in range(3)]
+    conftest.pytest_xdist_setupnodes(None, specs)
+    assert [s.env["CUDA_VISIBLE_DEVICES"] for s in specs] == ["3", "5", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    specs = [types.SimpleNamespace(env={})]
+    conftest.pytest_xdist_setupnodes(None, specs)  # no GPU visible: workers left alone (CPU)
+    assert specs[0].env == {}
+
+
+def test_report_json_is_strict():
+    import math
+
+    import numpy as np
+
+    from harness.report import json_safe
+
+    safe = json_safe(
+        {
+            "a": [float("nan"), math.inf, -math.inf, np.float32(0.5), np.int64(3)],
+            "b": (1, None),
+            "c": np.array([1.0, np.nan]),
+        }
+    )
+    assert safe == {"a": ["NaN", "Infinity", "-Infinity", 0.5, 3], "b": [1, None], "c": [1.0, "NaN"]}
+    json.dumps(safe, allow_nan=False)

@@ -1,0 +1,78 @@
+"""Layer 2: coupled exactness passes the reference, catches wrong decisions, and counts ties."""
+
+from __future__ import annotations
+
+import torch
+
+from harness.adapters.reference_kernel import kernel as reference
+from harness.cases import build_batch
+from harness.contract import VerifyOutput
+from harness.decision_compare import compare_decisions, uniform_problems
+from harness.oracle import reference_draws, run_reference
+from tests.harness import sabotage
+from tests.harness.property_helpers import check_case, run_property, simple_case
+
+
+def test_reference_passes_coupled():
+    result = run_property("coupled_exactness", reference)
+    assert result.verdict == "pass" and result.cases >= 10, result.failures
+
+
+def test_not_claimed_without_random_draws():
+    result = run_property("coupled_exactness", sabotage.NoDraws())
+    assert result.verdict == "not claimed" and "random_draws" in result.note
+
+
+def test_catches_uniforms_it_does_not_use():
+    result = run_property("coupled_exactness", sabotage.HidesItsUniforms())
+    assert result.verdict == "fail"
+    f = result.failures[0]
+    assert f.cls == "coupled_mismatch" and abs(f.evidence["margin"]) > f.evidence["tie_margin"]
+    assert f.evidence["kernel_tokens"] != f.evidence["reference_tokens"]
+
+
+def test_catches_the_wrong_rule_for_block():
+    outcome = check_case(
+        "coupled_exactness",
+        sabotage.TokenRuleForBlock(),
+        simple_case(method="block", draft_lens=[4, 4, 3], temperatures=[1.0, 1.0, 1.0], seeds=[1, 2, 3]),
+    )
+    assert [f.cls for f in outcome.findings] == ["coupled_mismatch"]
+
+
+def test_catches_zero_uniforms():
+    outcome = check_case("coupled_exactness", sabotage.ZeroUniforms(), simple_case())
+    assert outcome.findings[0].cls == "bad_uniforms"
+
+
+def test_uniform_problems_checks_open_interval_and_shapes():
+    batch = build_batch(simple_case())
+    a, s = (torch.from_numpy(x) for x in reference_draws(batch))
+    assert uniform_problems(batch, a, s) == []
+    assert uniform_problems(batch, torch.ones_like(a), s)
+    assert uniform_problems(batch, a, s[:-1])
+    assert uniform_problems(batch, a.double(), s)
+
+
+def test_disagreement_is_traced_to_one_decision_and_ties_are_excused_only_when_sampled():
+    batch = build_batch(simple_case(draft_lens=[2, 2, 2], temperatures=[1.0, 1.0, 1.0]))
+    accept, sample = reference_draws(batch)
+    ref = run_reference(batch, accept, sample)
+    out_ref = VerifyOutput(torch.from_numpy(ref.output_token_ids), torch.from_numpy(ref.num_emitted))
+    assert compare_decisions(batch, out_ref, ref, False).disagreements == []
+    # A kernel that accepted a different number of drafts for request 0:
+    n = ref.num_emitted.copy()
+    n[0] = 1 if n[0] > 1 else 2
+    ids = ref.output_token_ids.copy()
+    ids[0, :] = -1
+    ids[0, : n[0]] = batch.draft_token_ids[: n[0] - 1].tolist() + [0]
+    found = compare_decisions(
+        batch, VerifyOutput(torch.from_numpy(ids), torch.from_numpy(n)), ref, False
+    ).disagreements
+    assert len(found) == 1 and found[0].kind == "accept" and found[0].request == 0
+    assert found[0].margin == ref.accept_margins[0]  # token rule: the slot min(a_kernel, a_oracle)
+    d = found[0]
+    d.margin = d.tolerance / 2
+    assert d.is_tie
+    d.kind = "greedy"
+    assert not d.is_tie  # greedy decisions are exact: never excused

@@ -1,0 +1,138 @@
+"""Layer-4 properties (harness/properties/statistical*.py): their building blocks, and that the correct
+kernels pass them with zero false alarms (a fast subset here; bench/teeth.py runs 20 seeds)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from harness.contract import VerifyOutput
+from harness.plugins import load_kernel
+from harness.profiles import PROFILES
+from harness.properties.base import FAIL, NOT_CLAIMED, PASS, REGISTRY, RunContext
+from harness.properties.statistical import (
+    STATISTICAL_PROPERTIES,
+    first_token_bins,
+    marginal_law_vector,
+    samples_needed,
+)
+from harness.properties.statistical_cases import equal_mass_bins, large_vocab_rows, model_pairs
+from harness.properties.statistical_sampling import STAT_ASSERTION_BUDGET, assertion_alpha, emitted_tau
+
+TORCH_EAGER = "harness.implementations.torch_eager:kernel"
+CPU = torch.device("cpu")
+
+
+def _ctx(seed: int, spec: str = TORCH_EAGER, **extra) -> RunContext:
+    return RunContext(PROFILES["ci"], CPU, seed, spec, extra=dict(extra))
+
+
+def test_properties_are_registered_and_within_the_alpha_budget():
+    names = {p.name for p in STATISTICAL_PROPERTIES}
+    assert names == {
+        "conditional_law",
+        "marginal_law",
+        "first_token_law",
+        "expected_accepted",
+        "block_dominates_token",
+    }
+    assert names <= set(REGISTRY)
+    # 10 conditional + 4 marginal + 6 first-token + 4 E[tau] + 2 dominance = 26 assertions.
+    assert 26 <= STAT_ASSERTION_BUDGET
+    assert assertion_alpha(PROFILES["ci"]) == PROFILES["ci"].alpha_family / STAT_ASSERTION_BUDGET
+
+
+def test_sample_sizes_follow_the_profile_tv():
+    ctx = _ctx(0)
+    n = samples_needed(ctx, 32)
+    assert 10_000 < n < 20_000  # TV 0.05 at alpha ~3e-8, power 0.999, 32 cells
+    assert samples_needed(_ctx(0, stat_max_samples=500), 32) == 500
+    assert samples_needed(ctx, 1) == 256
+
+
+def test_marginal_law_vector_is_a_law_and_matches_the_model_tree():
+    for pair in model_pairs(np.random.default_rng(0), 4):
+        for method in ("token", "block"):
+            probs, taus, labels = marginal_law_vector(pair, method)
+            assert probs.sum() == pytest.approx(1.0) and (probs >= 0).all()
+            assert len(labels) == probs.size == taus.size
+            # first-token validity (SPEC 5.1): the first emitted token follows M_b(.|empty).
+            first = np.zeros(pair.vocab)
+            for p, lab in zip(probs, labels, strict=True):
+                first[int((lab.replace("|", ""))[0], pair.vocab)] += p
+            assert np.allclose(first, pair.target_model(()), atol=1e-12)
+
+
+def test_equal_mass_bins_isolate_zero_probability_tokens():
+    probs = np.array([0.5, 0.2, 0.0, 0.1, 0.1, 0.05, 0.05, 0.0])
+    bins = equal_mass_bins(probs, 4)
+    assert bins[2] == bins[7] == -1 and bins[0] == 0 and (bins[bins >= 0] >= 0).all()
+    row = large_vocab_rows(np.random.default_rng(0), 300)[0]
+    bins, law = first_token_bins(row)
+    assert law[-1] == 0 and law.sum() == pytest.approx(1) and 20 <= law.size <= 40
+
+
+def test_contract_violations_go_to_their_own_cell():
+    out = VerifyOutput(
+        torch.tensor([[3, 1, -1], [3, 9, -1], [2, 1, -1], [3, 1, 5]]),
+        torch.tensor([2, 2, 2, 4], dtype=torch.int32),
+    )
+    tau = emitted_tau(out, torch.tensor([[3, 4]] * 4), k=2, vocab=8)
+    # request 1 emits id 9 >= V, request 2's prefix differs from its draft, request 3 emits 4 > k + 1.
+    assert tau.tolist() == [1, -1, -1, -1]
+
+
+@pytest.mark.statistical
+def test_torch_eager_passes_every_statistical_property():
+    kernel = load_kernel(TORCH_EAGER)
+    ctx = _ctx(20261129)
+    for prop in STATISTICAL_PROPERTIES:
+        result = prop.run(kernel, ctx)
+        assert result.verdict == PASS, (prop.name, [f.message for f in result.failures], result.note)
+        for record in result.statistics:
+            assert record.alpha <= 1e-6 and record.power == 0.999 and record.n > 0
+            if prop.name in ("conditional_law", "marginal_law", "first_token_law") and record.cells >= 2:
+                assert record.detectable_tv <= PROFILES["ci"].stat_tv + 1e-9, record
+
+
+@pytest.mark.statistical
+def test_a_broken_kernel_fails_with_evidence_and_a_repro():
+    kernel = load_kernel("harness.broken.block_uses_token_residual:kernel")
+    result = REGISTRY["conditional_law"].run(
+        kernel, _ctx(1, "harness.broken.block_uses_token_residual:kernel")
+    )
+    assert result.verdict == FAIL
+    finding = result.failures[0]
+    assert finding.cls == "impossible_outcome" and "block" in finding.message
+    assert "--only conditional_law" in finding.repro
+
+
+def test_a_kernel_too_slow_for_the_profile_is_reported_not_run():
+    class Slow:
+        name, methods = "slow", frozenset({"token"})
+
+        def __init__(self):
+            self.inner = load_kernel(TORCH_EAGER)
+
+        def verify(self, batch):
+            return self.inner.verify(batch)
+
+    ctx = _ctx(0)
+    ctx.extra["statistical_seconds_per_request"] = {}
+    slow = Slow()
+    ctx.extra["statistical_seconds_per_request"][id(slow)] = 1.0  # pretend: 1 s per request
+    result = REGISTRY["conditional_law"].run(slow, ctx)
+    assert result.verdict == NOT_CLAIMED and "not run" in result.note and not result.statistics
+
+
+@pytest.mark.slow
+@pytest.mark.interpreter
+def test_triton_kernels_conditional_law_with_a_small_sample_cap():
+    """Under the CPU interpreter the Triton kernels cost ~0.1 s per request: this runs the conditional
+    law with 16 samples per assertion (a smoke test: certain failures still show, chi-square power is
+    negligible); the GPU profile runs it at full power."""
+    kernel = load_kernel("harness.adapters.triton_kernels:kernel")
+    ctx = _ctx(3, "harness.adapters.triton_kernels:kernel", stat_max_samples=16)
+    result = REGISTRY["conditional_law"].run(kernel, ctx)
+    assert result.verdict == PASS, [f.message for f in result.failures]
