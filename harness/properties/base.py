@@ -2,7 +2,8 @@
 
 A property is one claim about a kernel (DESIGN.md layers 1-5). It decides whether the kernel claims
 it (``claimed``), runs its cases under a ``RunContext``, and returns a ``PropertyResult`` whose verdict
-is ``pass``, ``fail``, ``not claimed`` or ``error``. Results serialise to the report schema of
+is ``pass``, ``fail``, ``not claimed``, ``skipped`` (claimed but over the profile's budget) or
+``error``. Results serialise to the report schema of
 docs/interfaces.md section 5.
 """
 
@@ -18,6 +19,9 @@ import torch
 from harness.profiles import Profile
 
 PASS, FAIL, NOT_CLAIMED, ERROR = "pass", "fail", "not claimed", "error"
+# Claimed, but not run within this profile's budget (e.g. statistics on the CPU interpreter). Never
+# counted as passed; the note says why and how to run it (a GPU, a larger budget).
+SKIPPED = "skipped"
 
 
 @dataclass

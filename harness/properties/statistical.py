@@ -31,7 +31,7 @@ from harness import stats
 from harness.contract import VerifyBatch, VerifyOutput, capabilities_of
 from harness.properties.base import (
     FAIL,
-    NOT_CLAIMED,
+    SKIPPED,
     PASS,
     Finding,
     PropertyResult,
@@ -63,7 +63,7 @@ MIN_SAMPLES = 256
 FIRST_TOKEN_BINS = 32
 # Kernel time one statistical property may spend per profile. A kernel too slow to reach the
 # profile's sample sizes within it (Triton's CPU interpreter: ~0.1 s per request) gets the property
-# reported as not run, with the projection, instead of a run of hours or an underpowered "pass".
+# reported as skipped (never as passed), with the projection, instead of a run of hours or an underpowered "pass".
 STAT_SECONDS_PER_PROPERTY = {"ci": 120.0, "dev": 600.0, "gpu": 300.0, "nightly": 3600.0}
 SAMPLE_CAP_ENV = "SPECFUZZ_STAT_MAX_SAMPLES"
 
@@ -100,7 +100,7 @@ def seconds_per_request(kernel: object, ctx: RunContext) -> float:
 def too_slow(
     kernel: object, ctx: RunContext, name: str, total_samples: int, started: float
 ) -> PropertyResult | None:
-    """A "not claimed" result explaining the projection when ``total_samples`` would exceed the
+    """A "skipped" result explaining the projection when ``total_samples`` would exceed the
     profile's time budget for one property; None when the property can run."""
     budget = STAT_SECONDS_PER_PROPERTY.get(ctx.profile.name, 600.0)
     projected = seconds_per_request(kernel, ctx) * total_samples
@@ -109,7 +109,7 @@ def too_slow(
     return PropertyResult(
         name=name,
         layer=4,
-        verdict=NOT_CLAIMED,
+        verdict=SKIPPED,
         seconds=time.perf_counter() - started,
         note=(
             f"not run: {total_samples} samples would take ~{projected:.0f}s at this kernel's speed "

@@ -10,7 +10,7 @@ import torch
 from harness.contract import VerifyOutput
 from harness.plugins import load_kernel
 from harness.profiles import PROFILES
-from harness.properties.base import FAIL, NOT_CLAIMED, PASS, REGISTRY, RunContext
+from harness.properties.base import FAIL, PASS, REGISTRY, SKIPPED, RunContext
 from harness.properties.statistical import (
     STATISTICAL_PROPERTIES,
     first_token_bins,
@@ -123,7 +123,7 @@ def test_a_kernel_too_slow_for_the_profile_is_reported_not_run():
     slow = Slow()
     ctx.extra["statistical_seconds_per_request"][id(slow)] = 1.0  # pretend: 1 s per request
     result = REGISTRY["conditional_law"].run(slow, ctx)
-    assert result.verdict == NOT_CLAIMED and "not run" in result.note and not result.statistics
+    assert result.verdict == SKIPPED and "not run" in result.note and not result.statistics
 
 
 @pytest.mark.slow
@@ -134,5 +134,7 @@ def test_triton_kernels_conditional_law_with_a_small_sample_cap():
     negligible); the GPU profile runs it at full power."""
     kernel = load_kernel("harness.adapters.triton_kernels:kernel")
     ctx = _ctx(3, "harness.adapters.triton_kernels:kernel", stat_max_samples=16)
+    # Run regardless of the measured speed: on a loaded CI machine the projection alone could skip it.
+    ctx.extra["statistical_seconds_per_request"] = {id(kernel): 0.0}
     result = REGISTRY["conditional_law"].run(kernel, ctx)
     assert result.verdict == PASS, [f.message for f in result.failures]
