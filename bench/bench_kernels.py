@@ -4,8 +4,9 @@ For each shape: median time (CUDA events via ``triton.testing.do_bench``, L2 flu
 bandwidth as a fraction of the measured device-to-device copy bandwidth (counting one read of every
 logit row, and the reads the algorithm cannot avoid: block verification with draft logits re-reads
 target rows 0..g-1 and all draft rows), the time of the same call with host draft lengths (no sync), the
-speed-up over ``bench/torch_eager.py`` and the host (CPU) time of one no-sync call. Ends with the peak-memory check of a 512 x 8 x 262144
-call. Usage: ``PYTHONPATH=. python3 bench/bench_kernels.py [--quick] [--requests 128 512] ...``.
+speed-up over ``bench/torch_eager.py`` and the host (CPU) time of one no-sync call. Ends with the
+peak-memory check of a 512 x 8 x 262144 call.
+Usage: ``PYTHONPATH=. python3 bench/bench_kernels.py [--quick] [--requests 128 512] ...``.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ def copy_bandwidth() -> float:
     src = torch.empty(2**31, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=50, rep=300, return_mode="median")
-    del src, dst
     return 2 * 2**31 / (ms * 1e-3)
 
 
@@ -84,8 +84,8 @@ def bench_one(args, reqs, k, vocab, dtype_name, method, draft_kind, copy_bw, gen
 
     dtype = DTYPES[dtype_name]
     batch = make_inputs(reqs, k, vocab, dtype, draft_kind == "logits", gen)
-    names = ["target_logits", "draft_logits", "draft_token_ids", "cu_num_draft_tokens", "temperature", "seeds",
-             "positions"]
+    names = ["target_logits", "draft_logits", "draft_token_ids", "cu_num_draft_tokens", "temperature",
+             "seeds", "positions"]
     call_args = [batch[n] for n in names]
     lengths = [k] * reqs
     run = lambda: kernels.rejection_sample(*call_args, method=method)
@@ -123,17 +123,21 @@ def sweep(args):
     import os
 
     gen = torch.Generator(device="cuda").manual_seed(0)
-    for reqs, k, vocab, dtype_name in itertools.product(args.requests, args.draft_lens, args.vocabs, args.dtypes):
+    shapes = itertools.product(args.requests, args.draft_lens, args.vocabs, args.dtypes)
+    for reqs, k, vocab, dtype_name in shapes:
         batch = make_inputs(reqs, k, vocab, DTYPES[dtype_name], True, gen)
         for block, warps in itertools.product((4096, 8192, 16384), (4, 8, 16)):
             os.environ["SPECFUZZ_BLOCK_V"], os.environ["SPECFUZZ_STATS_WARPS"] = str(block), str(warps)
-            for race_block, race_warps in ((4096, 8), (2048, 4), (4096, 4), (8192, 8)) if block == 8192 and warps == 8 \
-                    else ((4096, 8),):
-                os.environ["SPECFUZZ_RACE_BLOCK_V"], os.environ["SPECFUZZ_RACE_WARPS"] = str(race_block), str(race_warps)
+            swept = block == 8192 and warps == 8
+            races = ((4096, 8), (2048, 4), (4096, 4), (8192, 8)) if swept else ((4096, 8),)
+            for race_block, race_warps in races:
+                os.environ["SPECFUZZ_RACE_BLOCK_V"] = str(race_block)
+                os.environ["SPECFUZZ_RACE_WARPS"] = str(race_warps)
                 print(f"sweep {reqs}x{k}x{vocab} {dtype_name} block {block} warps {warps} race {race_block}/"
                       f"{race_warps}:", end="", flush=True)
                 stage_times(batch, [k] * reqs, "token")
-        for name in ("SPECFUZZ_BLOCK_V", "SPECFUZZ_STATS_WARPS", "SPECFUZZ_RACE_BLOCK_V", "SPECFUZZ_RACE_WARPS"):
+        for name in ("SPECFUZZ_BLOCK_V", "SPECFUZZ_STATS_WARPS", "SPECFUZZ_RACE_BLOCK_V",
+                     "SPECFUZZ_RACE_WARPS"):
             os.environ.pop(name)
         del batch
         torch.cuda.empty_cache()
@@ -158,7 +162,8 @@ def stage_times(batch, lengths, method):
     nvb = triton.cdiv(vocab, block_v)
     nvb2, rows2 = max(64, triton.next_power_of_2(nvb)), max(16, triton.next_power_of_2(width))
     chunk = ChunkTensors(batch["target_logits"], batch["draft_logits"], batch["draft_token_ids"],
-                         batch["cu_num_draft_tokens"], batch["temperature"], batch["seeds"], batch["positions"],
+                         batch["cu_num_draft_tokens"], batch["temperature"], batch["seeds"],
+                         batch["positions"],
                          torch.empty((reqs, width), dtype=torch.int64, device="cuda"),
                          torch.empty(reqs, dtype=torch.int32, device="cuda"), None)
     has_draft = chunk.draft_logits is not None
@@ -169,8 +174,8 @@ def stage_times(batch, lengths, method):
     common = dict(block_method=method == "block", has_draft=has_draft, want_logprobs=False, rows=rows2,
                   nvb_pow2=nvb2)
     stages = {
-        "stats": lambda: launch_row_stats(ws, chunk.target_logits, chunk.draft_logits, chunk.cu, chunk.temperature,
-                                          reqs, block_v),
+        "stats": lambda: launch_row_stats(ws, chunk.target_logits, chunk.draft_logits, chunk.cu,
+                                          chunk.temperature, reqs, block_v),
         "decide": lambda: launch_decide(ws, chunk, reqs, combine=True, decide=True, **common),
         "race+emit": lambda: launch_residual_sample(ws, chunk, reqs, has_draft=has_draft, want_logprobs=False,
                                                     race_block=race_block, race_blocks=race_blocks,
@@ -181,7 +186,8 @@ def stage_times(batch, lengths, method):
     parts = []
     for name, fn in stages.items():
         fn()
-        parts.append(f"{name} {triton.testing.do_bench(fn, warmup=5, rep=20, return_mode='median') * 1e3:.1f}")
+        ms = triton.testing.do_bench(fn, warmup=5, rep=20, return_mode="median")
+        parts.append(f"{name} {ms * 1e3:.1f}")
     print("    stages (us): " + ", ".join(parts), flush=True)
 
 
@@ -190,17 +196,20 @@ def peak_memory(copy_bw):
     gen = torch.Generator(device="cuda").manual_seed(0)
     for dtype_name in ("bf16", "fp32"):
         batch = make_inputs(reqs, k, vocab, DTYPES[dtype_name], True, gen)
-        input_bytes = sum(t.numel() * t.element_size() for t in (batch["target_logits"], batch["draft_logits"]))
+        logits = (batch["target_logits"], batch["draft_logits"])
+        input_bytes = sum(t.numel() * t.element_size() for t in logits)
         for budget in (1 << 30, 1 << 24):
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
-            out = kernels.rejection_sample(*batch.values(), method="block", max_chunk_bytes=budget, want_logprobs=True)
+            out = kernels.rejection_sample(*batch.values(), method="block", max_chunk_bytes=budget,
+                                           want_logprobs=True)
             torch.cuda.synchronize()
             extra = torch.cuda.max_memory_allocated() - base
             limit = budget + 0.05 * input_bytes
-            print(f"peak memory 512x8x262144 {dtype_name} budget {budget >> 20} MiB: extra {extra / 2**20:.1f} MiB "
-                  f"(limit {limit / 2**20:.0f} MiB) {'OK' if extra <= limit else 'OVER'}", flush=True)
+            print(f"peak memory 512x8x262144 {dtype_name} budget {budget >> 20} MiB: "
+                  f"extra {extra / 2**20:.1f} MiB (limit {limit / 2**20:.0f} MiB) "
+                  f"{'OK' if extra <= limit else 'OVER'}", flush=True)
             del out
         del batch
         torch.cuda.empty_cache()
@@ -211,8 +220,8 @@ def main(argv=None):
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
     copy_bw = copy_bandwidth()
     print(f"device-to-device copy bandwidth: {copy_bw / 1e9:.0f} GB/s", flush=True)
-    print(f"{'reqs':>5} {'k':>2} {'V':>7} {'dtype':5s} {'method':6s} {'draft':7s} {'us':>10} {'us_nosync':>10} "
-          f"{'%1read':>7} {'%alg':>7} {'x_eager':>8} {'host_us':>8}", flush=True)
+    print(f"{'reqs':>5} {'k':>2} {'V':>7} {'dtype':5s} {'method':6s} {'draft':7s} {'us':>10} "
+          f"{'us_nosync':>10} {'%1read':>7} {'%alg':>7} {'x_eager':>8} {'host_us':>8}", flush=True)
     if args.sweep:
         return sweep(args)
     gen = torch.Generator(device="cuda").manual_seed(0)

@@ -16,20 +16,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness.contract import VerifyBatch
+from harness.contract import BATCH_TENSOR_FIELDS, VerifyBatch
 from harness.logit_families import generate
 
 CASE_VERSION = 1
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-_TENSOR_FIELDS = (
-    "target_logits",
-    "draft_logits",
-    "draft_token_ids",
-    "cu_num_draft_tokens",
-    "temperature",
-    "seeds",
-    "positions",
-)
 
 
 @dataclass
@@ -145,7 +136,7 @@ def case_from_batch(batch: VerifyBatch) -> Case:
     lengths = batch.draft_lengths() if batch.cu_num_draft_tokens.dim() == 1 else []
     tensors = {
         name: (None if getattr(batch, name) is None else encode_tensor(getattr(batch, name)))
-        for name in _TENSOR_FIELDS
+        for name in BATCH_TENSOR_FIELDS
     }
     dtype = str(batch.target_logits.dtype).removeprefix("torch.")
     return Case(

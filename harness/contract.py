@@ -15,6 +15,16 @@ import torch
 
 METHODS = ("token", "block")
 LOGIT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+# The tensor fields of ``VerifyBatch``, in declaration order.
+BATCH_TENSOR_FIELDS = (
+    "target_logits",
+    "draft_logits",
+    "draft_token_ids",
+    "cu_num_draft_tokens",
+    "temperature",
+    "seeds",
+    "positions",
+)
 
 
 @dataclass
@@ -67,31 +77,16 @@ class VerifyBatch:
 
     def to(self, device: torch.device | str) -> VerifyBatch:
         """A copy with every tensor moved to ``device``."""
-        move = lambda t: None if t is None else t.to(device)
-        return replace(
-            self,
-            target_logits=move(self.target_logits),
-            draft_logits=move(self.draft_logits),
-            draft_token_ids=move(self.draft_token_ids),
-            cu_num_draft_tokens=move(self.cu_num_draft_tokens),
-            temperature=move(self.temperature),
-            seeds=move(self.seeds),
-            positions=move(self.positions),
-        )
+        return self._map_tensors(lambda t: t.to(device))
 
     def clone(self) -> VerifyBatch:
         """A deep copy (tensors cloned), used to prove a kernel leaves its inputs untouched."""
-        cl = lambda t: None if t is None else t.clone()
-        return replace(
-            self,
-            target_logits=cl(self.target_logits),
-            draft_logits=cl(self.draft_logits),
-            draft_token_ids=cl(self.draft_token_ids),
-            cu_num_draft_tokens=cl(self.cu_num_draft_tokens),
-            temperature=cl(self.temperature),
-            seeds=cl(self.seeds),
-            positions=cl(self.positions),
-        )
+        return self._map_tensors(torch.Tensor.clone)
+
+    def _map_tensors(self, fn) -> VerifyBatch:
+        """A copy with ``fn`` applied to every tensor field (``None`` stays ``None``)."""
+        values = {name: getattr(self, name) for name in BATCH_TENSOR_FIELDS}
+        return replace(self, **{name: None if t is None else fn(t) for name, t in values.items()})
 
 
 @dataclass

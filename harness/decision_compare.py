@@ -33,7 +33,7 @@ BASE_SAMPLE_TOL = 1e-4
 class Disagreement:
     request: int
     first_field: str
-    kind: str  # "accept" | "sample" | "greedy" | "logprob"
+    kind: str  # "accept" | "sample" | "greedy" | "logprob" | "structure"
     margin: float
     tolerance: float
     kernel_tokens: list
@@ -85,11 +85,19 @@ def compare_decisions(
     cu = batch.cu_num_draft_tokens.cpu().tolist()
     greedy = batch.temperature.cpu().numpy() == 0.0
     rel = BASE_ACCEPT_TOL + 4 * EPS32 * exponent_scale(batch)
+    vocab = batch.vocab_size
     for r in range(batch.num_reqs):
         nk, nr = int(emitted[r]), int(ref.num_emitted[r])
         tok_k, tok_r = ids[r, :nk].tolist(), ref.output_token_ids[r, :nr].tolist()
         k = cu[r + 1] - cu[r]
-        if nk != nr:
+        drafts = batch.draft_token_ids[cu[r] : cu[r + 1]].cpu().tolist()
+        if not 1 <= nk <= k + 1 or tok_k[: nk - 1] != drafts[: nk - 1] or not 0 <= tok_k[-1] < vocab:
+            # Not a decision at all (an impossible count, an accepted prefix that is not the draft, an
+            # id outside [0, V)): no margin can excuse it.
+            bad_prefix = [j for j in range(max(nk - 1, 0)) if tok_k[j] != drafts[j]] if nk <= k + 1 else []
+            where = f"output_token_ids[{r},{bad_prefix[0]}]" if bad_prefix else f"num_emitted[{r}]"
+            result.disagreements.append(Disagreement(r, where, "structure", float("nan"), 0.0, tok_k, tok_r))
+        elif nk != nr:
             slot = min(nk, nr) - 1 if batch.method == "token" else max(nk, nr) - 2
             slot = min(max(slot, 0), max(k - 1, 0))
             margin = float(ref.accept_margins[cu[r] + slot]) if k else float("nan")

@@ -172,6 +172,15 @@ def support_violations(batch: VerifyBatch, out: VerifyOutput) -> list[Violation]
     return bad
 
 
+def guard_violations(guards: dict, cls: str, who: str) -> list[Violation]:
+    """One ``cls`` violation when any guard band of ``guards`` (name -> ``harness.guard_bands.Guarded``)
+    changed: ``who`` wrote outside its tensors."""
+    broken = [name for name, g in guards.items() if not g.intact()]
+    if not broken:
+        return []
+    return [Violation(cls, broken[0], f"{who} wrote into the guard bands around {broken}")]
+
+
 def first_difference(a: VerifyOutput, b: VerifyOutput, with_logprobs: bool) -> str | None:
     """The first field where two outputs differ bit for bit (``None`` when identical)."""
     if a.num_emitted.shape != b.num_emitted.shape or a.output_token_ids.shape != b.output_token_ids.shape:

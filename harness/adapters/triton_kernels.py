@@ -13,19 +13,12 @@ from __future__ import annotations
 import torch
 
 import kernels._device  # noqa: F401  (selects TRITON_INTERPRET before triton is imported)
-from harness.contract import LOGIT_DTYPES, Capabilities, VerifyBatch, VerifyOutput
+from harness.contract import BATCH_TENSOR_FIELDS, LOGIT_DTYPES, Capabilities, VerifyBatch, VerifyOutput
 
 
 def _batch_args(batch: VerifyBatch) -> tuple:
-    return (
-        batch.target_logits,
-        batch.draft_logits,
-        batch.draft_token_ids,
-        batch.cu_num_draft_tokens,
-        batch.temperature,
-        batch.seeds,
-        batch.positions,
-    )
+    """The batch's tensors in the positional order of ``kernels.rejection_sample``."""
+    return tuple(getattr(batch, name) for name in BATCH_TENSOR_FIELDS)
 
 
 class TritonKernels:

@@ -23,7 +23,7 @@ from harness.contract import capabilities_of
 from harness.guard_bands import guarded_batch
 from harness.kernel_calls import KernelRaised, call_verify
 from harness.malformations import DEGENERATIONS, MALFORMATIONS, MINUS_ONE_PADDING, NEEDS_DRAFTS, as_case
-from harness.output_checks import contract_violations, value_violations
+from harness.output_checks import contract_violations, guard_violations, value_violations
 from harness.properties.base import Finding, RunContext, register
 from harness.properties.case_property import CaseCheck, CaseProperty, findings_from
 from harness.strategies import CaseSpace, cases
@@ -130,17 +130,9 @@ class DegenerateRowsOutcome(_SmallCases):
             if isinstance(exc.error, ValueError):
                 return CaseCheck()
             raise
-        broken = [name for name, g in guards.items() if not g.intact()]
+        broken = guard_violations(guards, "write_outside_inputs", f"{case.label}: the kernel")
         if broken:
-            return CaseCheck(
-                [
-                    Finding(
-                        "write_outside_inputs",
-                        broken[0],
-                        f"{case.label}: the kernel wrote into the guard bands around {broken}",
-                    )
-                ]
-            )
+            return CaseCheck(findings_from(broken))
         bad = contract_violations(batch, out, caps.logprobs)
         if not bad:
             bad = value_violations(batch, out, False)

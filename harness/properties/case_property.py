@@ -24,7 +24,16 @@ from hypothesis.errors import Flaky
 from harness.cases import Case
 from harness.kernel_calls import DeviceFault, KernelRaised
 from harness.output_checks import Violation
-from harness.properties.base import ERROR, FAIL, NOT_CLAIMED, PASS, Finding, PropertyResult, RunContext
+from harness.properties.base import (
+    ERROR,
+    FAIL,
+    NOT_CLAIMED,
+    PASS,
+    SKIPPED,
+    Finding,
+    PropertyResult,
+    RunContext,
+)
 from harness.strategies import CaseSpace, cases, coverage_of
 
 
@@ -172,7 +181,8 @@ class CaseProperty:
         if state["best"] is not None:
             result.verdict = FAIL
             result.failures = state["best"][1]
-        elif result.cases == 0 and result.verdict == PASS:
+        elif result.cases == 0 and result.verdict == PASS:  # nothing was judged: never a "pass"
+            result.verdict = SKIPPED
             result.note = f"no applicable case among {state['skipped']} drawn"
         result.seconds = time.perf_counter() - started
         return result

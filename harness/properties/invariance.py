@@ -57,6 +57,16 @@ def _run(kernel: object, batch: VerifyBatch, logprobs_claimed: bool):
     return (None, CaseCheck(findings_from(bad))) if bad else (out, None)
 
 
+def _run_both(kernel: object, batch_a: VerifyBatch, batch_b: VerifyBatch, logprobs_claimed: bool):
+    """Run the kernel on both batches; ``(out_a, out_b, None)`` or ``(None, None, CaseCheck)`` when the
+    contract is broken."""
+    out_a, broken = _run(kernel, batch_a, logprobs_claimed)
+    if broken:
+        return None, None, broken
+    out_b, broken = _run(kernel, batch_b, logprobs_claimed)
+    return (None, None, broken) if broken else (out_a, out_b, None)
+
+
 def _first_request_difference(
     out_a, rows_a: list[int], out_b, rows_b: list[int], with_lp: bool
 ) -> int | None:
@@ -65,6 +75,13 @@ def _first_request_difference(
         if request_output(out_a, ra, with_lp) != request_output(out_b, rb, with_lp):
             return i
     return None
+
+
+def _same_requests(cls: str, what: str, out_a, out_b, num_reqs: int, with_lp: bool) -> Finding | None:
+    """A ``cls`` finding for the first request whose outputs differ between ``out_a`` and ``out_b``."""
+    rows = list(range(num_reqs))
+    i = _first_request_difference(out_a, rows, out_b, rows, with_lp)
+    return None if i is None else _difference_finding(cls, what, out_a, i, out_b, i, with_lp)
 
 
 def _difference_finding(cls: str, what: str, out_a, ra: int, out_b, rb: int, with_lp: bool) -> Finding:
@@ -130,25 +147,15 @@ class ChunkInvariance(CaseProperty):
             case = replace(case, max_chunk_bytes=1)
         chunked = build_batch(case, ctx.device)
         with_lp = chunked.want_logprobs and caps.logprobs
-        out_c, broken = _run(kernel, chunked, caps.logprobs)
-        if broken:
-            return broken
-        out_u, broken = _run(kernel, replace(chunked, max_chunk_bytes=None), caps.logprobs)
-        if broken:
-            return broken
-        rows = list(range(chunked.num_reqs))
-        i = _first_request_difference(out_u, rows, out_c, rows, with_lp)
-        if i is None:
-            return CaseCheck()
-        f = _difference_finding(
-            "chunk_dependence",
-            f"max_chunk_bytes={case.max_chunk_bytes} vs unbounded",
-            out_u,
-            i,
-            out_c,
-            i,
-            with_lp,
+        out_c, out_u, broken = _run_both(
+            kernel, chunked, replace(chunked, max_chunk_bytes=None), caps.logprobs
         )
+        if broken:
+            return broken
+        what = f"max_chunk_bytes={case.max_chunk_bytes} vs unbounded"
+        f = _same_requests("chunk_dependence", what, out_u, out_c, chunked.num_reqs, with_lp)
+        if f is None:
+            return CaseCheck()
         f.evidence["max_chunk_bytes"] = case.max_chunk_bytes
         return CaseCheck([f])
 
@@ -184,23 +191,12 @@ class LogitShift(CaseProperty):
             else shifted_rows(base.draft_logits, grid_shift(base.num_draft_total)),
         )
         with_lp = base.want_logprobs and caps.logprobs
-        out_a, broken = _run(kernel, base, caps.logprobs)
+        out_a, out_b, broken = _run_both(kernel, base, shifted, caps.logprobs)
         if broken:
             return broken
-        out_b, broken = _run(kernel, shifted, caps.logprobs)
-        if broken:
-            return broken
-        rows = list(range(base.num_reqs))
-        i = _first_request_difference(out_a, rows, out_b, rows, with_lp)
-        if i is None:
-            return CaseCheck()
-        return CaseCheck(
-            [
-                _difference_finding(
-                    "shift_dependence", "shifting logits rows by constants", out_a, i, out_b, i, with_lp
-                )
-            ]
-        )
+        what = "shifting logits rows by constants"
+        f = _same_requests("shift_dependence", what, out_a, out_b, base.num_reqs, with_lp)
+        return CaseCheck() if f is None else CaseCheck([f])
 
 
 def _excused(kernel, batch: VerifyBatch, request: int) -> bool:
@@ -214,10 +210,7 @@ def _excused(kernel, batch: VerifyBatch, request: int) -> bool:
 def _compare_two(kernel, batch_a: VerifyBatch, batch_b: VerifyBatch, cls: str, what: str) -> CaseCheck:
     caps = capabilities_of(kernel)
     with_lp = batch_a.want_logprobs and caps.logprobs
-    out_a, broken = _run(kernel, batch_a, caps.logprobs)
-    if broken:
-        return broken
-    out_b, broken = _run(kernel, batch_b, caps.logprobs)
+    out_a, out_b, broken = _run_both(kernel, batch_a, batch_b, caps.logprobs)
     if broken:
         return broken
     ties = 0

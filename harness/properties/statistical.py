@@ -31,8 +31,8 @@ from harness import stats
 from harness.contract import VerifyBatch, VerifyOutput, capabilities_of
 from harness.properties.base import (
     FAIL,
-    SKIPPED,
     PASS,
+    SKIPPED,
     Finding,
     PropertyResult,
     RunContext,
@@ -63,7 +63,8 @@ MIN_SAMPLES = 256
 FIRST_TOKEN_BINS = 32
 # Kernel time one statistical property may spend per profile. A kernel too slow to reach the
 # profile's sample sizes within it (Triton's CPU interpreter: ~0.1 s per request) gets the property
-# reported as skipped (never as passed), with the projection, instead of a run of hours or an underpowered "pass".
+# reported as skipped (never as passed), with the projection, instead of a run of hours or an
+# underpowered "pass".
 STAT_SECONDS_PER_PROPERTY = {"ci": 120.0, "dev": 600.0, "gpu": 300.0, "nightly": 3600.0}
 SAMPLE_CAP_ENV = "SPECFUZZ_STAT_MAX_SAMPLES"
 
@@ -142,6 +143,17 @@ def _repro(ctx: RunContext, prop: str) -> str:
     )
 
 
+def _stat_record(outcome: stats.Confirmed, alpha: float, **fields) -> StatRecord:
+    """The StatRecord of a confirmed assertion: level, power, and whether it rejected / was confirmed."""
+    return StatRecord(
+        alpha=alpha,
+        power=stats.DEFAULT_POWER,
+        rejected=outcome.first.rejects(alpha),
+        confirmed=None if outcome.confirmation is None else outcome.failed,
+        **fields,
+    )
+
+
 def law_assertion(
     ctx: RunContext,
     name: str,
@@ -166,17 +178,15 @@ def law_assertion(
 
     outcome = stats.confirm_rejection(run, n, seeds, alpha)
     fit = outcome.final
-    record = StatRecord(
+    record = _stat_record(
+        outcome,
+        alpha,
         name=name,
         n=fit.n,
         cells=fit.cells,
         statistic=fit.statistic,
         p_value=fit.p_value,
-        alpha=alpha,
-        power=stats.DEFAULT_POWER,
         detectable_tv=_detectable_tv(fit, alpha),
-        rejected=outcome.first.rejects(alpha),
-        confirmed=None if outcome.confirmation is None else outcome.failed,
         observed=fit.observed,
         expected=fit.expected,
         labels=[str(x) for x in fit.labels],
@@ -226,10 +236,13 @@ def _case_of(batch: VerifyBatch) -> dict:
 def _result(
     name: str, started: float, records: list, findings: list, cases: int, note: str = ""
 ) -> PropertyResult:
+    verdict = FAIL if findings else PASS if records else SKIPPED  # no assertion made: never a "pass"
+    if not records and not note:
+        note = "no statistical assertion applies to this kernel"
     return PropertyResult(
         name=name,
         layer=4,
-        verdict=FAIL if findings else PASS,
+        verdict=verdict,
         cases=cases,
         seconds=time.perf_counter() - started,
         statistics=records,
@@ -486,19 +499,15 @@ class ExpectedAccepted(_Statistical):
                 outcome = stats.confirm_rejection(run_once, n, seeds, alpha)
                 res = outcome.final
                 records.append(
-                    StatRecord(
+                    _stat_record(
+                        outcome,
+                        alpha,
                         name=f"E[tau] {label}",
                         n=res.n,
                         cells=pair.gamma + 1,
                         statistic=res.statistic,
                         p_value=res.p_value,
-                        alpha=alpha,
-                        power=stats.DEFAULT_POWER,
-                        detectable_tv=float(
-                            res.detectable_shift / pair.gamma
-                        ),  # a TV d moves E[tau] by <= d * g
-                        rejected=outcome.first.rejects(alpha),
-                        confirmed=None if outcome.confirmation is None else outcome.failed,
+                        detectable_tv=float(res.detectable_shift / pair.gamma),  # TV d moves E[tau] <= d * g
                         observed=[res.sample_mean],
                         expected=[res.exact_mean],
                         labels=["E[tau]"],
@@ -604,17 +613,15 @@ class BlockDominatesToken(_Statistical):
             outcome = stats.confirm_rejection(run_once, n["block"], seeds, alpha)
             res = outcome.final
             records.append(
-                StatRecord(
+                _stat_record(
+                    outcome,
+                    alpha,
                     name=f"E_block - E_token {pair.label}",
                     n=res.n,
                     cells=2,
                     statistic=res.difference,
                     p_value=res.p_value,
-                    alpha=alpha,
-                    power=stats.DEFAULT_POWER,
                     detectable_tv=res.detectable_deficit(alpha) / pair.gamma,  # as for E[tau]
-                    rejected=outcome.first.rejects(alpha),
-                    confirmed=None if outcome.confirmation is None else outcome.failed,
                     observed=[res.difference],
                     expected=[exact["block"] - exact["token"]],
                     labels=["E_block[tau] - E_token[tau]"],

@@ -17,34 +17,25 @@ from __future__ import annotations
 import torch
 
 from harness.cases import Case, build_batch
-from harness.contract import VerifyBatch, VerifyOutput, capabilities_of
+from harness.contract import BATCH_TENSOR_FIELDS, VerifyBatch, VerifyOutput, capabilities_of
 from harness.guard_bands import guarded_batch, guarded_outputs, poison_allocator
 from harness.kernel_calls import call_verify, call_verify_into
 from harness.output_checks import (
     Violation,
     contract_violations,
     first_difference,
+    guard_violations,
     support_violations,
     value_violations,
 )
 from harness.properties.base import Finding, RunContext, register
 from harness.properties.case_property import CaseCheck, CaseProperty, findings_from
 
-_BATCH_TENSORS = (
-    "target_logits",
-    "draft_logits",
-    "draft_token_ids",
-    "cu_num_draft_tokens",
-    "temperature",
-    "seeds",
-    "positions",
-)
-
 
 def modified_inputs(before: VerifyBatch, after: VerifyBatch) -> list[str]:
     """Names of input tensors whose bits changed (NaN compares equal to NaN)."""
     changed = []
-    for name in _BATCH_TENSORS:
+    for name in BATCH_TENSOR_FIELDS:
         a, b = getattr(before, name), getattr(after, name)
         if a is None and b is None:
             continue
@@ -90,17 +81,9 @@ class Structural(CaseProperty):
 
         guarded, guards = guarded_batch(pristine)
         again = call_verify(kernel, guarded)
-        broken = [name for name, g in guards.items() if not g.intact()]
+        broken = guard_violations(guards, "write_outside_inputs", "the kernel")
         if broken:
-            return CaseCheck(
-                [
-                    Finding(
-                        "write_outside_inputs",
-                        broken[0],
-                        f"the kernel wrote into the guard bands around {broken}",
-                    )
-                ]
-            )
+            return CaseCheck(findings_from(broken))
         diff = self._differs(batch, out, again, caps.logprobs, with_lp)
         if diff:
             plain = call_verify(kernel, pristine.clone())
@@ -119,17 +102,9 @@ class Structural(CaseProperty):
         if caps.output_buffers and callable(getattr(kernel, "verify_into", None)):
             target, out_guards = guarded_outputs(batch, with_lp)
             call_verify_into(kernel, pristine.clone(), target)
-            broken = [name for name, g in out_guards.items() if not g.intact()]
+            broken = guard_violations(out_guards, "write_outside_outputs", "verify_into")
             if broken:
-                return CaseCheck(
-                    [
-                        Finding(
-                            "write_outside_outputs",
-                            broken[0],
-                            f"verify_into wrote into the guard bands around {broken}",
-                        )
-                    ]
-                )
+                return CaseCheck(findings_from(broken))
             diff = first_difference(out, target, with_lp)
             if diff:
                 return CaseCheck(

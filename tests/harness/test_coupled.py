@@ -76,3 +76,26 @@ def test_disagreement_is_traced_to_one_decision_and_ties_are_excused_only_when_s
     assert d.is_tie
     d.kind = "greedy"
     assert not d.is_tie  # greedy decisions are exact: never excused
+
+
+def test_non_decision_differences_are_never_ties():
+    """A wrong accepted prefix or an impossible count is not a float32 near-tie of any decision."""
+    batch = build_batch(simple_case(draft_lens=[2, 2, 2], temperatures=[1.0, 1.0, 1.0]))
+    accept, sample = reference_draws(batch)
+    ref = run_reference(batch, accept, sample)
+    ref.sample_margins[:] = 0.0  # every sampling race is an exact tie
+    ref.accept_margins[:] = 0.0  # and every acceptance decision too
+    n = ref.num_emitted.copy()
+    ids = ref.output_token_ids.copy()
+    # Request r0 reports a wrong accepted token with the oracle's count; r1 claims k + 2 tokens; r2
+    # emits the out-of-range id V (BUGS.md #9).
+    r0 = next(r for r in range(batch.num_reqs) if n[r] >= 2)
+    r1, r2 = (r0 + 1) % 3, (r0 + 2) % 3
+    ids[r0, 0] = (ids[r0, 0] + 1) % batch.vocab_size
+    n[r1] = 4
+    ids[r2, n[r2] - 1] = batch.vocab_size
+    found = compare_decisions(
+        batch, VerifyOutput(torch.from_numpy(ids), torch.from_numpy(n)), ref, False
+    ).disagreements
+    assert {d.request for d in found} == {r0, r1, r2}
+    assert not any(d.is_tie for d in found)

@@ -138,3 +138,9 @@ def test_triton_kernels_conditional_law_with_a_small_sample_cap():
     ctx.extra["statistical_seconds_per_request"] = {id(kernel): 0.0}
     result = REGISTRY["conditional_law"].run(kernel, ctx)
     assert result.verdict == PASS, [f.message for f in result.failures]
+
+
+def test_a_statistical_property_with_no_assertion_is_skipped_not_passed():
+    from harness.properties.statistical import _result
+
+    assert _result("conditional_law", 0.0, [], [], 0).verdict == SKIPPED

@@ -7,7 +7,6 @@ reproduced by ``make_batch(seed, ...)``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import numpy as np
 import torch
@@ -28,7 +27,7 @@ SAMPLE_TIE = 1e-4  # log-domain gap between the best and second-best race score
 class Batch:
     seed: int
     target_logits: torch.Tensor
-    draft_logits: Optional[torch.Tensor]
+    draft_logits: torch.Tensor | None
     draft_token_ids: torch.Tensor
     cu_num_draft_tokens: torch.Tensor
     temperature: torch.Tensor
@@ -65,7 +64,7 @@ def _logits(rng, rows, vocab, family):
 
 def make_batch(seed: int, *, num_reqs: int = 3, max_k: int = 4, vocab: int = 300, dtype=torch.float32,
                family: str = "normal", with_draft: bool = True, greedy_fraction: float = 0.25,
-               lengths: Optional[list] = None, device=None) -> Batch:
+               lengths: list | None = None, device=None) -> Batch:
     """A ragged batch: drafts sampled from the draft distribution (point-mass: from the target)."""
     device = device or DEVICE
     rng = np.random.default_rng(seed)
@@ -89,7 +88,7 @@ def make_batch(seed: int, *, num_reqs: int = 3, max_k: int = 4, vocab: int = 300
     slot = 0
     for r, k in enumerate(lengths):
         t = float(temperature[r]) if temperature[r] > 0 else 1.0
-        for j in range(k):
+        for _ in range(k):
             row = source[slot] if with_draft else target_t[slot + r].double().numpy()
             z = (row - row.max()) / t
             p = np.exp(z)

@@ -42,7 +42,7 @@ def test_chunked_equals_unchunked_bit_for_bit(method, with_draft):
     budgets = [1, per_row, 3 * per_row + 1, int(rng.integers(1, 20 * per_row)), 1 << 30]
     for budget in budgets:
         chunked = run_kernel(batch, method, want_logprobs=True, max_chunk_bytes=budget)
-        for a, b in zip(whole, chunked):
+        for a, b in zip(whole, chunked, strict=True):
             assert torch.equal(a, b), f"budget {budget}"
 
 
@@ -54,11 +54,11 @@ def test_workspace_within_budget():
     for budget in (1, 2 * per_row, 6 * per_row, None):
         out_ids = torch.empty((6, 5), dtype=torch.int64, device=DEVICE)
         out_num = torch.empty(6, dtype=torch.int32, device=DEVICE)
-        sizes = verify_into(out_ids, out_num, None, *batch.args(), lengths, method="block", max_chunk_bytes=budget,
-                            block_size=256)  # 2 vocab blocks
+        sizes = verify_into(out_ids, out_num, None, *batch.args(), lengths, method="block",
+                            max_chunk_bytes=budget, block_size=256)  # 2 vocab blocks
         chunks = plan_for_budget(lengths, 2, 2, budget)
         assert len(sizes) == len(chunks)
-        for (start, end), size in zip(chunks, sizes):
+        for (start, end), size in zip(chunks, sizes, strict=True):
             alone = end - start == 1
             if budget is not None and not alone:
                 assert size <= budget
@@ -72,4 +72,4 @@ def test_overlap_parts_cover_the_chunk():
     assert overlap_parts(0, 10, False) == [(0, 10)]
     parts = overlap_parts(5, 517, True)
     assert parts[0][0] == 5 and parts[-1][1] == 517 and len(parts) == 4
-    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:], strict=False))

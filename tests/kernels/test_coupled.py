@@ -15,7 +15,14 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.kernels._batches import FAMILIES, Agreement, compare_to_reference, make_batch, reference_result, run_kernel
+from tests.kernels._batches import (
+    FAMILIES,
+    Agreement,
+    compare_to_reference,
+    make_batch,
+    reference_result,
+    run_kernel,
+)
 
 pytest.importorskip("reference.verify")
 
@@ -47,10 +54,12 @@ def test_coupled_sweep_counts_ties():
 
 
 @pytest.mark.interpreter
-@given(seed=st.integers(0, 2**32 - 1), family=st.sampled_from(FAMILIES), method=st.sampled_from(["token", "block"]),
-       with_draft=st.booleans(), dtype=st.sampled_from(DTYPES), vocab=st.integers(1, 600))
+@given(seed=st.integers(0, 2**32 - 1), family=st.sampled_from(FAMILIES),
+       method=st.sampled_from(["token", "block"]), with_draft=st.booleans(), dtype=st.sampled_from(DTYPES),
+       vocab=st.integers(1, 600))
 def test_coupled_hypothesis(seed, family, method, with_draft, dtype, vocab):
-    batch = make_batch(seed, num_reqs=2, max_k=3, vocab=vocab, dtype=dtype, family=family, with_draft=with_draft)
+    batch = make_batch(seed, num_reqs=2, max_k=3, vocab=vocab, dtype=dtype, family=family,
+                       with_draft=with_draft)
     tally = _check(batch, method)
     assert not tally.mismatches, "\n".join(tally.mismatches)
 
@@ -73,7 +82,8 @@ def test_comparison_catches_wrong_randomness():
     shifted = batch.clone()
     shifted.seeds = shifted.seeds ^ 1
     tally = Agreement()
-    compare_to_reference(batch, "token", run_kernel(shifted, "token"), reference_result(batch, "token"), tally)
+    compare_to_reference(batch, "token", run_kernel(shifted, "token"), reference_result(batch, "token"),
+                         tally)
     assert tally.mismatches
     tally = Agreement()
     compare_to_reference(batch, "token", out, reference_result(batch, "token"), tally)

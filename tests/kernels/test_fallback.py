@@ -27,8 +27,8 @@ def test_fallback_equals_bonus_race():
     out_num = torch.empty(2, dtype=torch.int32, device=DEVICE)
     chunk = ChunkTensors(*batch.args(), out_ids, out_num, None)
     launch_row_stats(ws, chunk.target_logits, None, chunk.cu, chunk.temperature, 2, block)
-    launch_decide(ws, chunk, 2, block_method=False, has_draft=False, want_logprobs=False, rows=16, nvb_pow2=64,
-                  combine=True, decide=True)
+    launch_decide(ws, chunk, 2, block_method=False, has_draft=False, want_logprobs=False, rows=16,
+                  nvb_pow2=64, combine=True, decide=True)
     sample = dict(has_draft=False, want_logprobs=False, race_block=block, race_blocks=nvb, nvb_pow2=64)
     launch_residual_sample(ws, chunk, 2, **sample)
     bonus = out_ids.clone()
@@ -40,7 +40,7 @@ def test_fallback_equals_bonus_race():
     out_ids.fill_(-7)
     _emit_winner_kernel[(2,)](
         chunk.target_logits, chunk.target_logits.stride(0), chunk.cu, chunk.temperature, chunk.seeds,
-        chunk.positions, ws.row_max, ws.row_log_sum, ws.tau, ws.res_score, ws.res_index, out_ids, out_num, 1, 600,
-        nvb, WANT_LOGPROBS=False, NVB=64, FALLBACK_BLOCK=128)
+        chunk.positions, ws.row_max, ws.row_log_sum, ws.tau, ws.res_score, ws.res_index, out_ids, out_num,
+        1, 600, nvb, WANT_LOGPROBS=False, NVB=64, FALLBACK_BLOCK=128)
     assert torch.equal(out_ids, bonus), (out_ids, bonus)
     assert (bonus >= 0).all()

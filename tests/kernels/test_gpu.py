@@ -20,13 +20,15 @@ def test_coupled_large_vocab(vocab, dtype):
     master = int(os.environ.get("SPECFUZZ_SEED", "7")) + vocab
     print(f"seed {master}")
     tally = Agreement()
-    for i, (method, with_draft) in enumerate([("token", True), ("block", True), ("block", False), ("token", False)]):
+    combos = [("token", True), ("block", True), ("block", False), ("token", False)]
+    for i, (method, with_draft) in enumerate(combos):
         family = ("normal", "peaked", "masked", "huge")[i]
         batch = make_batch(master + i, num_reqs=8, max_k=8, vocab=vocab, dtype=dtype, family=family,
                            with_draft=with_draft, device="cuda")
         out = run_kernel(batch, method, want_logprobs=True)
         compare_to_reference(batch, method, out, reference_result(batch, method, True), tally)
-    print(f"vocab {vocab} {dtype}: requests {tally.requests} ties {tally.ties} mismatches {len(tally.mismatches)}")
+    print(f"vocab {vocab} {dtype}: requests {tally.requests} ties {tally.ties} "
+          f"mismatches {len(tally.mismatches)}")
     assert not tally.mismatches, "\n".join(tally.mismatches)
     assert tally.ties <= 0.05 * tally.requests
 
@@ -53,7 +55,7 @@ def test_chunked_equals_unchunked_large(method, overlap, monkeypatch):
     rng = np.random.default_rng(99)
     for budget in [1, int(rng.integers(1, 1 << 16)), int(rng.integers(1 << 16, 1 << 22)), 1 << 30]:
         chunked = run_kernel(batch, method, want_logprobs=True, max_chunk_bytes=budget)
-        assert all(torch.equal(a, b) for a, b in zip(whole, chunked)), budget
+        assert all(torch.equal(a, b) for a, b in zip(whole, chunked, strict=True)), budget
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -79,6 +81,7 @@ def test_peak_memory_512x8x262144(dtype):
                                        max_chunk_bytes=budget, want_logprobs=True)
         torch.cuda.synchronize()
         extra = torch.cuda.max_memory_allocated() - baseline
-        print(f"{dtype} budget {budget}: peak extra {extra / 2**20:.1f} MiB, input {input_bytes / 2**30:.2f} GiB")
+        print(f"{dtype} budget {budget}: peak extra {extra / 2**20:.1f} MiB, "
+              f"input {input_bytes / 2**30:.2f} GiB")
         assert extra <= budget + 0.05 * input_bytes
         del out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -39,8 +38,8 @@ def test_invariants_inputs_unmodified_deterministic():
         first = run_kernel(batch, method, want_logprobs=True)
         assert_structure(batch, first, want_logprobs=True)
         again = run_kernel(batch, method, want_logprobs=True)
-        assert all(torch.equal(a, b) for a, b in zip(first, again))
-    for a, b in zip(batch.args(), before.args()):
+        assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+    for a, b in zip(batch.args(), before.args(), strict=True):
         assert torch.equal(a, b)
 
 
@@ -152,10 +151,9 @@ def test_good_input_passes_the_checks(monkeypatch):
 
 def test_empty_batch():
     empty = torch.empty((0, 5))
-    ids, num, lp = kernels.rejection_sample(empty, None, torch.empty(0, dtype=torch.int64),
-                                            torch.zeros(1, dtype=torch.int32), torch.empty(0),
-                                            torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64),
-                                            want_logprobs=True)
+    no_ids = torch.empty(0, dtype=torch.int64)
+    ids, num, lp = kernels.rejection_sample(empty, None, no_ids, torch.zeros(1, dtype=torch.int32),
+                                            torch.empty(0), no_ids, no_ids.clone(), want_logprobs=True)
     assert ids.shape == (0, 1) and num.shape == (0,) and lp.shape == (0, 1)
 
 

@@ -1,0 +1,377 @@
+"""The mutant catalogue: source-level edits of ``kernels/`` that the harness must detect.
+
+Each ``Mutant`` replaces one ``anchor`` (exact text that occurs exactly ONCE in its file, checked by
+``harness.mutate.anchor_problems`` and by a test, so the catalogue cannot drift silently from the
+kernels) with ``replacement``. Mutants are applied to a temporary copy of ``kernels/``; the real tree
+is never touched. ``bug_class`` names the BUGS.md class the edit reproduces (``BUGS#n``) or the
+generic operator family (``generic:...``).
+
+A mutant believed equivalent (no input can tell it from the original) must say why in
+``equivalent``; it is reported, never silently skipped, and excluded from the score only with that
+argument attached. ``fast`` marks the subset CI runs; ``killers`` lists the properties expected to
+kill it (run first, and alone in the fast subset).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    bug_class: str
+    file: str  # path relative to kernels/
+    anchor: str
+    replacement: str
+    description: str
+    killers: tuple[str, ...] = ()
+    fast: bool = False
+    equivalent: str = ""  # non-empty: the argument that no input distinguishes it
+
+
+def _m(name, bug_class, file, anchor, replacement, description, killers=(), fast=False, equivalent=""):
+    return Mutant(name, bug_class, file, anchor, replacement, description, tuple(killers), fast, equivalent)
+
+
+COUPLED, STRUCT, INVAR = "coupled_exactness", "structural", "chunk_invariance"
+POINT, SHIFT = "point_mass_identity", "logit_shift"
+
+CATALOGUE: tuple[Mutant, ...] = (
+    # --- randomness (BUGS.md 1, 8, 20) ------------------------------------------------------------
+    _m(
+        "residual-uses-accept-stream",
+        "BUGS#1",
+        "residual_sample.py",
+        "philox_uniform(seed, cols, position, SAMPLE_STREAM)",
+        "philox_uniform(seed, cols, position, 0)",
+        "residual/bonus noise drawn from the ACCEPT stream: correlated with the acceptance uniform",
+        (COUPLED,),
+        fast=True,
+    ),
+    _m(
+        "one-accept-uniform-per-request",
+        "BUGS#20",
+        "decide.py",
+        "u = philox_uniform(seed, rows * 0, position0 + rows, ACCEPT_STREAM)",
+        "u = philox_uniform(seed, rows * 0, position0, ACCEPT_STREAM)",
+        "every draft slot of a request reuses the first slot's accept uniform",
+        (COUPLED,),
+    ),
+    _m(
+        "uniform-can-be-zero",
+        "BUGS#8",
+        "randomness.py",
+        "u = (bits.to(tl.float32) + 0.5) * 2.3283064365386963e-10",
+        "u = bits.to(tl.float32) * 2.3283064365386963e-10",
+        "uniforms in [0, 1) instead of (0, 1): u == 0 accepts a zero-probability draft",
+        (COUPLED,),
+    ),
+    _m(
+        "accept-all",
+        "BUGS#20",
+        "decide.py",
+        "token_accept = tl.log(u) + log_q < log_b",
+        "token_accept = tl.log(u) + log_q < log_b + 1.0e4",
+        "token verification accepts every in-vocabulary draft (verification effectively off)",
+        (STRUCT, COUPLED),
+        fast=True,
+    ),
+    _m(
+        "sample-uniforms-next-position",
+        "generic:off-by-one",
+        "residual_sample.py",
+        "tl.load(seeds_ptr + req), tl.load(positions_ptr + req) + tau)",
+        "tl.load(seeds_ptr + req), tl.load(positions_ptr + req) + tau + 1)",
+        "residual noise keyed by the next position's counter (row and randomness out of step)",
+        (COUPLED,),
+    ),
+    _m(
+        "naive-exponential-noise",
+        "BUGS#15",
+        "randomness.py",
+        "return tl.where(y == 1.0, u, u * tl.log(y) / safe_den)",
+        "return -tl.log(y)",
+        "E = -log(1 - u) in float32: quantised near u -> 0 (the winners' tail) instead of -log1p(-u)",
+        (COUPLED,),
+    ),
+    # --- rows and residuals (BUGS.md 2, 3, 4, 7, 19) ---------------------------------------------
+    _m(
+        "residual-from-first-row",
+        "BUGS#2",
+        "residual_sample.py",
+        "target_row = draft_row0 + req + tau",
+        "target_row = draft_row0 + req",
+        "correction/bonus sampled from the request's first target row instead of row tau (stale offset)",
+        (STRUCT, COUPLED),
+        fast=True,
+    ),
+    _m(
+        "residual-draft-row-stale",
+        "BUGS#2",
+        "residual_sample.py",
+        "xd = tl.load(draft_ptr + (draft_row0 + tau).to(tl.int64)",
+        "xd = tl.load(draft_ptr + (draft_row0).to(tl.int64)",
+        "residual subtracts the first draft row's q instead of row tau's",
+        (COUPLED,),
+    ),
+    _m(
+        "residual-from-target",
+        "BUGS#3",
+        "residual_sample.py",
+        "scores = _no_nan(tl.where(in_vocab, log_w - log_e, NEG_INF))",
+        "scores = bonus_scores",
+        "after a rejection the correction is resampled from the target b instead of (b - q)_+",
+        (COUPLED, POINT),
+    ),
+    _m(
+        "bonus-only-beyond-k",
+        "BUGS#4",
+        "residual_sample.py",
+        "bonus = tau >= k",
+        "bonus = tau > k",
+        "when every draft is accepted the bonus is drawn from a residual with the NEXT request's draft row",
+        (COUPLED,),
+    ),
+    _m(
+        "block-uses-token-residual",
+        "BUGS#7",
+        "residual_sample.py",
+        "a = tl.load(residual_logp_ptr + req) + log_b",
+        "a = log_b",
+        "after a block rejection the token residual (b - q)_+ is sampled instead of (p_tau b - q)_+",
+        (COUPLED,),
+    ),
+    _m(
+        "draft-temperature-ignored",
+        "BUGS#19",
+        "decide.py",
+        "log_q = tl.where(x_ok, log_prob(d_x, q_max, inv_t, q_log_sum), 0.0)",
+        "log_q = tl.where(x_ok, log_prob(d_x, q_max, 1.0, q_log_sum), 0.0)",
+        "q(x) for the accept test computed without the temperature: a different q than the one sampled",
+        (COUPLED,),
+    ),
+    _m(
+        "residual-operands-swapped",
+        "generic:swapped-operands",
+        "residual_sample.py",
+        "gap = log_q - a",
+        "gap = a - log_q",
+        "residual weight where q > p b instead of p b > q",
+        (COUPLED, POINT),
+    ),
+    # --- block verification (BUGS.md 5, 6) --------------------------------------------------------
+    _m(
+        "block-breaks-at-first-failure",
+        "BUGS#5",
+        "decide.py",
+        "block_tau = tl.where((s >= 1) & (eta <= h), s, block_tau)",
+        "block_tau = tl.where((s >= 1) & (eta <= h) & (block_tau == s - 1), s, block_tau)",
+        "block scan stops at the first failed eta_i instead of taking the last success",
+        (COUPLED,),
+    ),
+    _m(
+        "block-clips-only-at-end",
+        "BUGS#6",
+        "decide.py",
+        "stepped = tl.minimum(log_p + (log_b - log_q), 0.0)",
+        "stepped = log_p + (log_b - log_q)",
+        "cumulative ratio p_i not clipped at every step (only h_g = min(p_g, 1) in effect)",
+        (COUPLED,),
+    ),
+    _m(
+        "block-eta-off-by-one",
+        "generic:off-by-one",
+        "decide.py",
+        "eta = _pick(u, rows, s - 1)",
+        "eta = _pick(u, rows, s)",
+        "h_i compared with eta_{i+1}",
+        (COUPLED,),
+    ),
+    _m(
+        "block-residual-p-off-by-one",
+        "generic:off-by-one",
+        "decide.py",
+        "residual_logp = tl.where(tau < k, _pick(logp_before, rows, tau), 0.0)",
+        "residual_logp = tl.where(tau < k, _pick(logp_before, rows, tau + 1), 0.0)",
+        "block residual scaled by p_{tau+1} instead of p_tau",
+        (COUPLED,),
+    ),
+    _m(
+        "block-inclusive-to-strict",
+        "generic:comparison",
+        "decide.py",
+        "block_tau = tl.where((k >= 1) & (eta_last <= tl.exp(log_p)), k, block_tau)",
+        "block_tau = tl.where((k >= 1) & (eta_last < tl.exp(log_p) - 1e-3), k, block_tau)",
+        "last block position accepted with eta < p_g - 1e-3 instead of eta <= p_g",
+        (COUPLED,),
+    ),
+    # --- numerics, vocab tail, greedy (BUGS.md 9, 10, 12, 13, 14) ---------------------------------
+    _m(
+        "padded-tail-zero",
+        "BUGS#10",
+        "row_stats.py",
+        'x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf")).to(tl.float32)',
+        "x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=0.0).to(tl.float32)",
+        "masked lanes of the last vocab block read as 0: they win max/argmax of all-negative rows",
+        (STRUCT, COUPLED),
+        fast=True,
+    ),
+    _m(
+        "row-stats-mask-dropped",
+        "generic:dropped-mask",
+        "row_stats.py",
+        'x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf")).to(tl.float32)',
+        "x = tl.load(row_ptr + cols).to(tl.float32)",
+        "the last vocab block reads past the row (next row's logits join the statistics)",
+        (STRUCT, COUPLED),
+    ),
+    _m(
+        "greedy-last-index-tie",
+        "BUGS#12",
+        "row_stats.py",
+        "tl.store(blk_arg_ptr + out, tl.argmax(x, axis=0, tie_break_left=True) + vblock * BLOCK_V)",
+        "tl.store(blk_arg_ptr + out, tl.argmax(tl.where(x == block_max, tl.arange(0, BLOCK_V), -1), axis=0)"
+        " + vblock * BLOCK_V)",
+        "greedy argmax ties go to the LAST index of a block instead of the first",
+        (COUPLED,),
+    ),
+    _m(
+        "greedy-last-block-tie",
+        "BUGS#12",
+        "decide.py",
+        "first_best = tl.min(tl.where(blk_max == row_max[:, None], vbs[None, :], NVB), axis=1)",
+        "first_best = tl.max(tl.where(blk_max == row_max[:, None], vbs[None, :], -1), axis=1)",
+        "greedy argmax ties across vocab blocks go to the last block",
+        (COUPLED,),
+    ),
+    _m(
+        "tiny-temperature-cancellation",
+        "BUGS#13",
+        "row_stats.py",
+        "block_sum = tl.sum(tl.exp2((x - block_max) * exp2_scale), axis=0)",
+        "block_sum = tl.sum(tl.exp2(x * exp2_scale - block_max * exp2_scale), axis=0)",
+        "logits scaled before subtracting the max: catastrophic cancellation at T = 1e-8",
+        (COUPLED, SHIFT),
+    ),
+    _m(
+        "half-precision-statistics",
+        "BUGS#14",
+        "row_stats.py",
+        'x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf")).to(tl.float32)',
+        'x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf"))'
+        ".to(tl.float16).to(tl.float32)",
+        "row statistics computed from logits rounded to float16 (bf16/fp32 inputs lose precision)",
+        (COUPLED, SHIFT),
+    ),
+    _m(
+        "negative-draft-id-indexes",
+        "BUGS#11",
+        "decide.py",
+        "x_ok = slot & (x >= 0) & (x < vocab_size)",
+        "x_ok = slot & (x < vocab_size)",
+        "a -1 draft id is used as an index (reads the logit before the row) instead of never accepted",
+        (STRUCT, COUPLED),
+    ),
+    _m(
+        "empty-residual-no-fallback",
+        "BUGS#9",
+        "residual_sample.py",
+        "        token = fallback_token\n",
+        "        token = token\n",
+        "an empty residual (every weight 0) emits the empty race's block-0 index instead of the "
+        "documented fallback race over the target row",
+        (COUPLED,),
+    ),
+    # --- output contract and chunking (BUGS.md 17, 18) --------------------------------------------
+    _m(
+        "padding-zero",
+        "BUGS#18",
+        "decide.py",
+        "ids = tl.where(rows < tau, x, -1)",
+        "ids = tl.where(rows < tau, x, 0)",
+        "output padding written as 0 instead of -1",
+        (STRUCT,),
+        fast=True,
+    ),
+    _m(
+        "num-emitted-excludes-final",
+        "BUGS#18",
+        "decide.py",
+        "tl.store(out_num_ptr + req, (tau + 1).to(tl.int32))",
+        "tl.store(out_num_ptr + req, tau.to(tl.int32))",
+        "num_emitted counts accepted drafts only, not the correction/bonus token",
+        (STRUCT,),
+    ),
+    _m(
+        "chunk-seeds-from-first-chunk",
+        "BUGS#17",
+        "driver.py",
+        "seeds=seeds[start:end]",
+        "seeds=seeds[0:end - start]",
+        "each chunk reads the seeds of the batch's first requests (randomness keyed by chunk-local index)",
+        (INVAR, COUPLED),
+    ),
+    _m(
+        "chunk-drops-last-request",
+        "BUGS#17",
+        "chunking.py",
+        "chunks.append((start, end))",
+        "chunks.append((start, max(start + 1, end - 1)) if end - start > 1 else (start, end))",
+        "a multi-request chunk silently drops its last request (never written)",
+        (STRUCT, INVAR),
+    ),
+    _m(
+        "logprob-without-temperature",
+        "generic:wrong-argument",
+        "residual_sample.py",
+        "log_prob(x, row_max, inv_t, row_log_sum), mask=sampled)",
+        "log_prob(x, row_max, 1.0, row_log_sum), mask=sampled)",
+        "logprob of the correction/bonus token under the unscaled row",
+        (COUPLED,),
+    ),
+    _m(
+        "race-min-instead-of-max",
+        "generic:min-max-swap",
+        "residual_sample.py",
+        "tl.store(res_score_ptr + out, tl.max(scores, axis=0))",
+        "tl.store(res_score_ptr + out, tl.min(scores, axis=0))",
+        "each vocab block reports its worst residual score, with its best index",
+        (COUPLED,),
+    ),
+    # --- argued equivalent --------------------------------------------------------------------------
+    _m(
+        "combine-padded-sum-one",
+        "generic:other-value",
+        "decide.py",
+        "blk_sum = tl.load(blk_sum_ptr + offs, mask=mask, other=0.0)",
+        "blk_sum = tl.load(blk_sum_ptr + offs, mask=mask, other=1.0)",
+        "padded (row, block) partial sums read as 1 instead of 0",
+        equivalent="every masked lane also reads blk_max = -inf (other=NEG_INF on the line above), and "
+        "rescale = where(blk_max == -inf, 0, ...) multiplies the padded sum by exactly 0, so "
+        "row_log_sum is bit-identical for every input",
+    ),
+    _m(
+        "residual-mass-mask-dropped",
+        "generic:dropped-mask",
+        "residual_mass.py",
+        "weight = tl.where(live, weight, 0.0)",
+        "weight = weight",
+        "residual-mass lanes outside the vocabulary / of greedy rows not zeroed",
+        equivalent="a lane is not live only when it is past V or the row is greedy; both loads use "
+        "mask=live, other=-inf, so xt = xd = -inf there, exp(log p + log b) = exp(log q) = 0 "
+        "and max(0 - 0, 0) = 0 already: the where() never changes a value (row statistics are "
+        "finite for greedy rows, so no NaN arises)",
+    ),
+)
+
+
+def by_name(names: list[str] | tuple[str, ...] | None = None) -> list[Mutant]:
+    """The mutants named (all when ``names`` is empty); unknown names raise ``KeyError``."""
+    if not names:
+        return list(CATALOGUE)
+    index = {m.name: m for m in CATALOGUE}
+    missing = [n for n in names if n not in index]
+    if missing:
+        raise KeyError(f"unknown mutants {missing}; known: {sorted(index)}")
+    return [index[n] for n in names]
