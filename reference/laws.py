@@ -21,7 +21,9 @@ from reference.probs import (
     clipped_ratio_step,
     greedy_argmax,
     log_softmax_rows,
+    point_mass_log_rows,
     rescaled_pair,
+    residual_log_weights,
     softmax_rows,
     stop_probability,
 )
@@ -30,10 +32,13 @@ Model = Callable[[tuple], np.ndarray]
 OutputLaw = dict  # {(prefix_tuple, extra_token): probability}
 
 
-def _normalised_or_fallback(weights: np.ndarray, fallback: np.ndarray) -> np.ndarray:
-    weights = np.maximum(weights, 0.0)
-    total = weights.sum()
-    return weights / total if total > 0 else fallback
+def _normalised_or_fallback(log_weights: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """``exp(log_weights)`` normalised, or ``fallback`` when every weight is 0 (an empty residual)."""
+    top = np.max(log_weights)
+    if not np.isfinite(top):
+        return fallback
+    weights = np.exp(log_weights - top)
+    return weights / weights.sum()
 
 
 def _greedy_law(target: np.ndarray, draft_ids: np.ndarray) -> np.ndarray:
@@ -64,15 +69,17 @@ def conditional_law(target_logits, draft_logits, draft_token_ids, temperature, m
     if t == 0.0:
         return _greedy_law(target, ids)
     b = softmax_rows(target, np.full(g + 1, t))
-    log_b_x = log_softmax_rows(target, np.full(g + 1, t))[np.arange(g), ids]
+    log_b = log_softmax_rows(target, np.full(g + 1, t))
+    log_b_x = log_b[np.arange(g), ids]
     if draft_logits is None:
         q = np.zeros((g, vocab))
         q[np.arange(g), ids] = 1.0
-        log_q_x = np.zeros(g)
+        log_q = point_mass_log_rows(ids, vocab)
     else:
         draft = np.asarray(draft_logits, dtype=np.float64)
         q = softmax_rows(draft, np.full(g, t))
-        log_q_x = log_softmax_rows(draft, np.full(g, t))[np.arange(g), ids]
+        log_q = log_softmax_rows(draft, np.full(g, t))
+    log_q_x = log_q[np.arange(g), ids]
     # Only the ratio b(x)/q(x) enters the acceptance law: rescaled from logs, it cannot underflow.
     b_x, q_x = rescaled_pair(log_b_x, log_q_x)
 
@@ -102,7 +109,10 @@ def conditional_law(target_logits, draft_logits, draft_token_ids, temperature, m
 
     law = np.zeros((g + 1, vocab))
     for i in range(g):
-        law[i] = tau_law[i] * _normalised_or_fallback(scale[i] * b[i] - q[i], b[i])
+        with np.errstate(divide="ignore"):
+            log_scale = np.log(scale[i])
+        residual = residual_log_weights(log_scale, log_b[i], log_q[i])
+        law[i] = tau_law[i] * _normalised_or_fallback(residual, b[i])
     law[g] = tau_law[g] * b[g]
     return law
 

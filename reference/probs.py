@@ -66,6 +66,29 @@ def rescaled_pair(log_target_prob, log_draft_prob) -> tuple[np.ndarray, np.ndarr
         return np.exp(lb - top), np.exp(lq - top)
 
 
+def residual_log_weights(log_scale, log_target, log_draft) -> np.ndarray:
+    """``log((scale * b - q)_+)`` elementwise, from logs (``-inf`` where the residual is 0).
+
+    ``a + log1p(-exp(log q - a))`` with ``a = log scale + log b`` keeps the residual exact where both
+    probabilities underflow (at T = 1e-8 a residual can live entirely on tokens with ``b = e^-147533``,
+    which is 0.0 in probability space). NaN inputs give ``-inf`` (never a winner).
+    """
+    a = np.asarray(log_scale, dtype=np.float64) + np.asarray(log_target, dtype=np.float64)
+    lq = np.asarray(log_draft, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        gap = lq - a
+        out = np.where(gap < 0, a + np.log1p(-np.exp(np.minimum(gap, 0.0))), -np.inf)
+    return np.where(np.isnan(out), -np.inf, out)
+
+
+def point_mass_log_rows(draft_token_ids, vocab_size: int) -> np.ndarray:
+    """``log q`` rows of point-mass drafts: 0 at each draft token, ``-inf`` elsewhere."""
+    ids = np.asarray(draft_token_ids, dtype=np.int64).reshape(-1)
+    rows = np.full((ids.size, vocab_size), -np.inf)
+    rows[np.arange(ids.size), ids] = 0.0
+    return rows
+
+
 def clipped_ratio_step(p_prev, target_prob, draft_prob) -> np.ndarray:
     """Block verification's ``p_i = min(p_{i-1} * b_i(x_i) / q_i(x_i), 1)``, clipped at EVERY step.
 

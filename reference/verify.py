@@ -23,7 +23,9 @@ from reference.probs import (
     effective_temperature,
     greedy_argmax,
     log_softmax_rows,
+    point_mass_log_rows,
     rescaled_pair,
+    residual_log_weights,
     softmax_rows,
     stop_probability,
 )
@@ -41,8 +43,9 @@ class ReferenceResult:
     - ``logprobs`` ``[R, max_k + 1]`` float64 or None: log-probability of each emitted token under the
       temperature-scaled target row it came from (raw log-softmax for greedy rows); padding 0.0.
     - ``accept_margins`` ``[D]``: token ``u*q(x) - b(x)`` with ``b(x), q(x)`` both divided by their
-      maximum (accept iff < 0; scale-free, so it is ``u - b(x)/q(x)`` whenever ``b(x) <= q(x)``); block ``eta_i - h_i``
-      (passes iff <= 0; every slot is evaluated); greedy: top-2 logit gap of the slot's target row.
+      maximum (accept iff < 0; scale-free, so it is ``u - b(x)/q(x)`` whenever ``b(x) <= q(x)``);
+      block ``eta_i - h_i`` (passes iff <= 0; every slot is evaluated); greedy: top-2 logit gap of the
+      slot's target row.
       NaN where a slot was not evaluated (token slots after the first rejection).
     - ``sample_margins`` ``[R]``: top-1 minus top-2 score ``log w - log E`` of the emitted token's race
       (``inf`` with a single candidate); greedy: top-2 logit gap of the emitting row.
@@ -83,14 +86,17 @@ def _padded(values: np.ndarray, slot_req: np.ndarray, slot_j: np.ndarray, shape,
     return out
 
 
-def _race(weights: np.ndarray, exponentials: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exponential race ``argmax(log w - log E)`` per row: (ids, top-2 score gap, row had positive mass)."""
+def _race(log_weights: np.ndarray, exponentials: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exponential race ``argmax(log w - log E)`` per row: (ids, top-2 score gap, row had positive mass).
+
+    Takes LOG weights so that residuals living on underflowing probabilities keep their support.
+    """
     with np.errstate(divide="ignore", invalid="ignore"):
-        clean = np.where(np.isfinite(weights) & (weights > 0), weights, 0.0)
-        scores = np.log(clean) - np.log(exponentials)
+        clean = np.where(np.isnan(log_weights) | (log_weights == np.inf), -np.inf, log_weights)
+        scores = clean - np.log(exponentials)
     scores = np.where(np.isnan(scores), -np.inf, scores)
     ids = np.argmax(scores, axis=1)  # first maximum: lowest index on ties
-    has_mass = np.any(clean > 0, axis=1)
+    has_mass = np.any(clean > -np.inf, axis=1)
     if scores.shape[1] > 1:
         top2 = -np.partition(-scores, 1, axis=1)[:, :2]
         with np.errstate(invalid="ignore"):
@@ -158,10 +164,11 @@ def verify_batch(
     logb = log_softmax_rows(target, row_temp)
     b_x = b[slot_row, ids]
     if draft is None:
-        log_q_x = np.zeros(ids.size)
+        log_q = point_mass_log_rows(ids, vocab)
     else:
         q = softmax_rows(draft, effective_temperature(temp)[slot_req])
-        log_q_x = log_softmax_rows(draft, effective_temperature(temp)[slot_req])[np.arange(ids.size), ids]
+        log_q = log_softmax_rows(draft, effective_temperature(temp)[slot_req])
+    log_q_x = log_q[np.arange(ids.size), ids]
     # Decisions use only b(x)/q(x): take it from the logs so tiny temperatures cannot underflow it.
     b_ratio, q_ratio = rescaled_pair(logb[slot_row, ids], log_q_x)
 
@@ -212,22 +219,18 @@ def verify_batch(
     emit_row = cu[:-1] + np.arange(num_reqs) + num_accepted
     is_bonus = num_accepted == lengths
     reject_slot = np.minimum(cu[:-1] + num_accepted, max(ids.size - 1, 0))
-    weights = b[emit_row].copy()
+    log_weights = logb[emit_row].copy()
     if ids.size:
         rejected = ~is_bonus & ~greedy
         rs = reject_slot[rejected]
-        scale = residual_scale(method, p_before[rs])
-        if draft is None:
-            q_rows = np.zeros((rs.size, vocab))
-            q_rows[np.arange(rs.size), ids[rs]] = 1.0
-        else:
-            q_rows = q[rs]
-        weights[rejected] = np.maximum(scale * weights[rejected] - q_rows, 0.0)
+        with np.errstate(divide="ignore"):
+            log_scale = np.log(residual_scale(method, p_before[rs]))
+        log_weights[rejected] = residual_log_weights(log_scale, log_weights[rejected], log_q[rs])
     exps = exponential_from_uniform(u_sample[emit_row])
-    emitted, sample_gap, has_mass = _race(weights, exps)
+    emitted, sample_gap, has_mass = _race(log_weights, exps)
     fallback = ~has_mass & ~greedy
     if fallback.any():
-        emitted[fallback], sample_gap[fallback], _ = _race(b[emit_row[fallback]], exps[fallback])
+        emitted[fallback], sample_gap[fallback], _ = _race(logb[emit_row[fallback]], exps[fallback])
     if greedy.any():
         emitted = np.where(greedy, row_argmax[emit_row], emitted)
         sample_gap = np.where(greedy, row_gap[emit_row], sample_gap)

@@ -41,3 +41,19 @@ def test_ratio_below_one_still_rejects_mostly():
     draft = np.array([[0.0, -800.0]])
     law = conditional_law(target, draft, np.array([1]), 1.0, "token")
     assert law.sum(axis=1)[1] == pytest.approx(np.exp(-9.0), rel=1e-9)
+
+
+@pytest.mark.parametrize("method", ["token", "block"])
+def test_residual_keeps_support_that_underflows(method):
+    """Found by fuzz (tests/regressions/...-5b140ee6.json): b = q = 1.0 on token 0 in float64, and the
+    residual (b - q)_+ lives on token 1 alone (b = e^-800 > q = e^-900); token 2 has b < q. A residual
+    formed in probability space is empty and falls back to b, emitting token 0."""
+    target = np.array([[0.0, -800.0, -2000.0], [0.0, 0.0, 0.0]])
+    draft = np.array([[0.0, -900.0, -1000.0]])
+    law = conditional_law(target, draft, np.array([2]), 1.0, method)
+    assert law[0, 1] == pytest.approx(1.0, abs=1e-12), law
+    res = verify_batch(
+        target, draft, np.array([2]), np.array([0, 1]), np.array([1.0]),
+        np.array([0.5], dtype=np.float32), np.full((2, 3), 0.5, dtype=np.float32), method,
+    )
+    assert res.output_token_ids[0].tolist() == [1, -1] and not res.used_fallback[0]
