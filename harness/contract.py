@@ -123,6 +123,10 @@ class Capabilities:
     # Draft id -1 is documented padding: a token of target probability 0, never accepted (instead of a
     # malformed batch that must be refused).
     draft_padding_minus_one: bool = False
+    # The kernel draws its uniforms exactly as docs/interfaces.md section 1 (Philox counters, float32
+    # mapping), so ``random_draws`` must equal ``reference.rng`` bit for bit. Kernels with their own
+    # generator leave this False and are coupled through whatever ``random_draws`` returns.
+    philox_layout: bool = False
 
 
 @runtime_checkable

@@ -35,6 +35,7 @@ class TritonKernels:
             dtypes=frozenset(LOGIT_DTYPES),
             raises_on_bad_input=True,
             draft_padding_minus_one=True,  # docs/kernels.md, "Bad input"
+            philox_layout=True,  # kernels/randomness.py follows docs/interfaces.md section 1
         )
 
     def verify(self, batch: VerifyBatch) -> VerifyOutput:

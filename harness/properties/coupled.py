@@ -17,7 +17,7 @@ from harness.cases import Case, build_batch
 from harness.contract import capabilities_of, has_random_draws
 from harness.decision_compare import compare_decisions, uniform_problems
 from harness.kernel_calls import call_random_draws, call_verify
-from harness.oracle import run_reference
+from harness.oracle import reference_draws, run_reference, to_numpy
 from harness.output_checks import contract_violations
 from harness.properties.base import Finding, RunContext, register
 from harness.properties.case_property import CaseCheck, CaseProperty, findings_from
@@ -38,6 +38,10 @@ class CoupledExactness(CaseProperty):
         problems = uniform_problems(batch, accept, sample)
         if problems:
             return CaseCheck([Finding("bad_uniforms", "random_draws", "; ".join(problems))])
+        if caps.philox_layout:
+            layout = philox_layout_mismatch(batch, accept, sample)
+            if layout:
+                return CaseCheck([Finding("randomness_layout", layout[0], layout[1])])
         out = call_verify(kernel, batch)
         bad = contract_violations(batch, out, caps.logprobs)
         if bad:
@@ -70,6 +74,27 @@ class CoupledExactness(CaseProperty):
             [Finding("coupled_mismatch", d.first_field, message, evidence=evidence)],
             ties=len(comparison.ties),
         )
+
+
+def philox_layout_mismatch(batch, accept, sample) -> tuple[str, str] | None:
+    """``(field, message)`` when the kernel's uniforms differ from ``reference.rng`` by a single bit.
+
+    Only for kernels claiming ``Capabilities.philox_layout``: a wrong counter, stream or uniform
+    mapping (for example ``u`` allowed to be 0) changes the stream itself, which decision coupling
+    cannot see because it replays whatever uniforms the kernel reports.
+    """
+    ref_accept, ref_sample = reference_draws(batch)
+    for name, got, want in (("accept_uniforms", accept, ref_accept), ("sampling_uniforms", sample, ref_sample)):
+        got = to_numpy(got).astype(np.float32).reshape(want.shape)
+        differ = np.flatnonzero(got.view(np.uint32).ravel() != want.view(np.uint32).ravel())
+        if differ.size:
+            i = int(differ[0])
+            return (
+                f"random_draws.{name}[{i}]",
+                f"{differ.size} of {want.size} {name} differ from reference.rng (docs/interfaces.md "
+                f"section 1); first at flat index {i}: kernel {got.ravel()[i]!r}, reference {want.ravel()[i]!r}",
+            )
+    return None
 
 
 register(CoupledExactness())

@@ -99,3 +99,40 @@ def test_non_decision_differences_are_never_ties():
     ).disagreements
     assert {d.request for d in found} == {r0, r1, r2}
     assert not any(d.is_tie for d in found)
+
+
+class _OffLayout:
+    """Claims the documented Philox layout but reports uniforms one float32 ulp below it (as a kernel
+    whose uniform mapping drifted would), and decides with exactly those uniforms: decision coupling
+    alone cannot see the drift, the layout check must."""
+
+    name, methods = "off-layout", reference.methods
+
+    def __init__(self):
+        from dataclasses import replace
+
+        self.capabilities = replace(reference.capabilities, philox_layout=True)
+
+    def random_draws(self, batch):
+        a, s = reference.random_draws(batch)
+        return torch.nextafter(a, torch.zeros_like(a)), torch.nextafter(s, torch.zeros_like(s))
+
+    def verify(self, batch):
+        result = run_reference(batch, *self.random_draws(batch))
+        return VerifyOutput(
+            output_token_ids=torch.from_numpy(result.output_token_ids),
+            num_emitted=torch.from_numpy(result.num_emitted),
+        )
+
+
+def test_layout_claim_is_checked_bit_for_bit():
+    from dataclasses import replace
+
+    honest = type("Honest", (), {})()
+    honest.name, honest.methods, honest.verify, honest.random_draws = (
+        "honest", reference.methods, reference.verify, reference.random_draws)
+    honest.capabilities = replace(reference.capabilities, philox_layout=True)
+    assert check_case("coupled_exactness", honest, simple_case()).findings == []
+    outcome = check_case("coupled_exactness", _OffLayout(), simple_case())
+    assert [f.cls for f in outcome.findings] == ["randomness_layout"]
+    assert outcome.findings[0].first_field.startswith("random_draws.accept_uniforms")
