@@ -7,7 +7,7 @@ merged verdict is pass, 1 when any property failed or errored, 2 on unusable inp
 Merge rules (each chosen so that the merged report claims no more than its parts prove):
 - all reports must share the schema and the kernel; differing commits, profiles or versions are kept
   but listed under ``merge_warnings``;
-- per property: verdict is the worst (fail > error > pass > not claimed), cases/seconds/ties add up,
+- per property: verdict is the worst (fail > error > pass > skipped > not claimed), cases/seconds/ties add up,
   statistics concatenate (each tagged with its shard), failures are deduplicated by
   ``failure_key`` = (property, class, first differing field), keeping the smallest case and counting
   ``occurrences``;
@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 SCHEMA = "specfuzz-report/1"
-VERDICT_RANK = {"fail": 3, "error": 2, "pass": 1, "not claimed": 0}
+VERDICT_RANK = {"fail": 4, "error": 3, "pass": 2, "skipped": 1, "not claimed": 0}
 
 
 class MergeError(Exception):
@@ -94,7 +94,7 @@ def _merge_failures(prop_name: str, parts: list[tuple[str, dict]]) -> list[dict]
 
 
 def _merge_property(name: str, parts: list[tuple[str, dict]]) -> dict:
-    verdict = max((p.get("verdict", "not claimed") for _, p in parts), key=lambda v: VERDICT_RANK.get(v, 2))
+    verdict = max((p.get("verdict", "not claimed") for _, p in parts), key=lambda v: VERDICT_RANK.get(v, 3))
     notes = []
     for _, p in parts:
         if p.get("note") and p["note"] not in notes:

@@ -23,7 +23,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-VERDICT_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "error": "#bc4c00", "not claimed": "#6e7781"}
+VERDICT_COLOURS = {
+    "pass": "#1a7f37",
+    "fail": "#cf222e",
+    "error": "#bc4c00",
+    "skipped": "#9a6700",
+    "not claimed": "#6e7781",
+}
 COVERAGE_AXES = ("vocab_size", "draft_len", "temperature_band", "family", "chunk_budget", "dtype", "method")
 LOG2_BINNED_AXES = ("vocab_size", "chunk_budget")
 MAX_CASE_CHARS = 20_000  # a minimal case is printed in full unless it is huge (then truncated, marked)

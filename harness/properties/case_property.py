@@ -99,6 +99,11 @@ class CaseProperty:
     def check(self, kernel: object, case: Case, ctx: RunContext) -> CaseCheck:
         raise NotImplementedError
 
+    def anchor_cases(self, kernel: object, ctx: RunContext) -> list[Case]:
+        """Cases judged before the Hypothesis search, every run: the ordinary workloads a small
+        example budget might not reach (subclasses override; default none)."""
+        return []
+
     def check_guarded(self, kernel: object, case: Case, ctx: RunContext) -> CaseCheck:
         """``check`` with kernel exceptions turned into findings; every finding carries the case."""
         try:
@@ -170,6 +175,8 @@ class CaseProperty:
             print_blob=False,
         )(seed(ctx.child_seed("property", self.name))(given(self.strategy(kernel, ctx))(one_case)))
         try:
+            for anchor in self.anchor_cases(kernel, ctx):
+                one_case(anchor)  # a failing anchor ends the property (reported unshrunk)
             runner()
         except _CaseFailed:
             pass

@@ -31,6 +31,29 @@ class CoupledExactness(CaseProperty):
     def not_claimed_reason(self, kernel: object) -> str | None:
         return None if has_random_draws(kernel) else "the kernel does not expose random_draws(batch)"
 
+    def anchor_cases(self, kernel: object, ctx: RunContext) -> list[Case]:
+        """Sampled requests with several drafts and draft logits, for each claimed method: the plain
+        workload on which block-verification bugs (break, wrong residual, eta off by one) show, and
+        which 12 random examples spread over every dimension reach only rarely."""
+        anchors = []
+        for method in sorted(getattr(kernel, "methods", ())):
+            for j, scale in enumerate((0.5, 1.0, 2.0)):
+                seed = ctx.child_seed(self.name, "anchor", method, j) >> 8  # room for + i below
+                anchors.append(
+                    Case(
+                        vocab_size=23,
+                        draft_lens=[4, 3, 4, 2, 4, 3],
+                        temperatures=[1.0, 0.8, 1.0, 1.3, 1.0, 0.9],
+                        seeds=[seed + i for i in range(6)],
+                        positions=[0, 7, 2**32 - 2, 1000, 31, 5],
+                        family="gaussian",
+                        scale=scale,
+                        data_seed=seed % (2**32),
+                        method=method,
+                    )
+                )
+        return anchors
+
     def check(self, kernel: object, case: Case, ctx: RunContext) -> CaseCheck:
         caps = capabilities_of(kernel)
         batch = build_batch(case, ctx.device)
