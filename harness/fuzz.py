@@ -43,7 +43,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.merge import failure_key
-from harness.properties.base import ERROR, FAIL, NOT_CLAIMED, PASS, Finding, PropertyResult, RunContext
+from harness.properties.base import (
+    ERROR,
+    FAIL,
+    NOT_CLAIMED,
+    PASS,
+    SKIPPED,
+    Finding,
+    PropertyResult,
+    RunContext,
+)
 
 DEFAULT_KERNEL = "harness.adapters.triton_kernels:kernel"
 MARGIN_ELEMENT_CAP = 1 << 22  # oracle margins are computed (for guidance) only for batches this small
@@ -197,10 +206,12 @@ class PropertyTally:
         return True
 
     def to_json(self) -> dict:
+        # A property that never judged anything (every run skipped itself) did not pass.
+        ran_nothing = self.verdict == PASS and self.cases == 0 and not self.statistics
         return {
             "name": self.name,
             "layer": self.layer,
-            "verdict": self.verdict,
+            "verdict": SKIPPED if ran_nothing else self.verdict,
             "cases": self.cases,
             "seconds": self.seconds,
             "ties": self.ties,

@@ -228,6 +228,7 @@ def mean_test(
 def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
     """Holm-Bonferroni: which hypotheses are rejected with family-wise error <= ``alpha``."""
     p = np.asarray(p_values, dtype=np.float64)
+    p = np.where(np.isnan(p), 1.0, p)  # an undefined p-value never rejects
     m = p.size
     rejected = [False] * m
     for rank, idx in enumerate(np.argsort(p, kind="stable")):

@@ -76,8 +76,10 @@ def residual_log_weights(log_scale, log_target, log_draft) -> np.ndarray:
     a = np.asarray(log_scale, dtype=np.float64) + np.asarray(log_target, dtype=np.float64)
     lq = np.asarray(log_draft, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        gap = lq - a
-        out = np.where(gap < 0, a + np.log1p(-np.exp(np.minimum(gap, 0.0))), -np.inf)
+        gap = np.minimum(lq - a, 0.0)
+        # log(1 - e^gap): expm1 where q is close to p*b (gap near 0), log1p where it is far below.
+        log_one_minus = np.where(gap > -np.log(2.0), np.log(-np.expm1(gap)), np.log1p(-np.exp(gap)))
+        out = np.where(lq - a < 0, a + log_one_minus, -np.inf)
     return np.where(np.isnan(out), -np.inf, out)
 
 

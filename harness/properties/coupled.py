@@ -107,7 +107,8 @@ def philox_layout_mismatch(batch, accept, sample) -> tuple[str, str] | None:
     cannot see because it replays whatever uniforms the kernel reports.
     """
     ref_accept, ref_sample = reference_draws(batch)
-    for name, got, want in (("accept_uniforms", accept, ref_accept), ("sampling_uniforms", sample, ref_sample)):
+    pairs = (("accept_uniforms", accept, ref_accept), ("sampling_uniforms", sample, ref_sample))
+    for name, got, want in pairs:
         got = to_numpy(got).astype(np.float32).reshape(want.shape)
         differ = np.flatnonzero(got.view(np.uint32).ravel() != want.view(np.uint32).ravel())
         if differ.size:
@@ -115,7 +116,8 @@ def philox_layout_mismatch(batch, accept, sample) -> tuple[str, str] | None:
             return (
                 f"random_draws.{name}[{i}]",
                 f"{differ.size} of {want.size} {name} differ from reference.rng (docs/interfaces.md "
-                f"section 1); first at flat index {i}: kernel {got.ravel()[i]!r}, reference {want.ravel()[i]!r}",
+                f"section 1); first at flat index {i}: kernel {got.ravel()[i]!r}, "
+                f"reference {want.ravel()[i]!r}",
             )
     return None
 

@@ -96,6 +96,7 @@ def test_gross_mismatch_is_rejected_and_exact_match_is_not():
 def test_holm():
     assert stats.holm([0.001, 0.02, 0.03, 0.5], 0.05) == [True, False, False, False]
     assert stats.holm([0.01, 0.012, 0.013], 0.05) == [True, True, True]
+    assert stats.holm([1e-9, float("nan")], 0.05) == [True, False]  # an undefined p-value never rejects
     assert stats.family_wise_alpha([1e-7] * 10) == pytest.approx(1e-6)
 
 
