@@ -52,6 +52,22 @@ class CoupledExactness(CaseProperty):
                         method=method,
                     )
                 )
+        if capabilities_of(kernel).greedy and kernel.methods:
+            # Greedy rows whose maximum (integer logits 0..2) ties across vocabulary blocks: the
+            # lowest index must win even when the tied blocks are combined (BUGS.md class 12).
+            seed = ctx.child_seed(self.name, "anchor", "greedy-ties") >> 8
+            anchors.append(
+                Case(
+                    vocab_size=1100,
+                    draft_lens=[2, 1],
+                    temperatures=[0.0, 0.0],
+                    seeds=[seed, seed + 1],
+                    positions=[0, 3],
+                    family="ties",
+                    data_seed=seed % (2**32),
+                    method=sorted(kernel.methods)[0],
+                )
+            )
         return anchors
 
     def check(self, kernel: object, case: Case, ctx: RunContext) -> CaseCheck:
