@@ -10,7 +10,7 @@ budget runs alone). Randomness and every decision are per request, so the plan n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -37,7 +37,7 @@ def workspace_bytes_per_logit_row(num_vblocks: int, race_blocks: int) -> int:
     return 4 * workspace_words(1, 1, 1, num_vblocks, race_blocks)
 
 
-def plan_chunks(cu_num_logits: Sequence[int], max_chunk_logits: Optional[int]) -> list[tuple[int, int]]:
+def plan_chunks(cu_num_logits: Sequence[int], max_chunk_logits: int | None) -> list[tuple[int, int]]:
     """``(start_req, end_req)`` ranges of whole requests holding at most ``max_chunk_logits`` rows each
     (a single larger request runs alone); ``None`` means one chunk. Same rule as
     ``reference.chunking.plan_chunks``: extend the chunk while the next request still fits."""
@@ -57,7 +57,7 @@ def plan_chunks(cu_num_logits: Sequence[int], max_chunk_logits: Optional[int]) -
 
 
 def plan_for_budget(draft_lengths: Sequence[int], num_vblocks: int, race_blocks: int,
-                    max_chunk_bytes: Optional[int]) -> list[tuple[int, int]]:
+                    max_chunk_bytes: int | None) -> list[tuple[int, int]]:
     cu_num_logits = [0]
     for k in draft_lengths:
         cu_num_logits.append(cu_num_logits[-1] + k + 1)
@@ -95,7 +95,7 @@ class Workspace:
             buffer.record_stream(stream)
 
     @classmethod
-    def allocate(cls, num_target_rows, num_drafts, num_reqs, num_vblocks, race_blocks, device) -> "Workspace":
+    def allocate(cls, num_target_rows, num_drafts, num_reqs, num_vblocks, race_blocks, device) -> Workspace:
         rows, nvb = num_target_rows + num_drafts, num_vblocks
         f_sizes = [rows * nvb, rows * nvb, rows, rows, num_drafts * nvb, num_drafts, num_reqs * race_blocks,
                    num_reqs, rows]

@@ -21,7 +21,7 @@ makes (skipped when the caller passes ``draft_lengths``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import kernels._device  # noqa: F401
 import torch
@@ -41,7 +41,7 @@ class ChunkTensors:
     """The views of one chunk's inputs and outputs the launchers read (all chunk-local)."""
 
     target_logits: torch.Tensor
-    draft_logits: Optional[torch.Tensor]
+    draft_logits: torch.Tensor | None
     draft_token_ids: torch.Tensor
     cu: torch.Tensor
     temperature: torch.Tensor
@@ -49,13 +49,13 @@ class ChunkTensors:
     positions: torch.Tensor
     out_ids: torch.Tensor
     out_num: torch.Tensor
-    out_logprobs: Optional[torch.Tensor]
+    out_logprobs: torch.Tensor | None
 
 
 def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature, seeds,
-                     positions, *, method: str = "token", max_chunk_bytes: Optional[int] = 1 << 30,
+                     positions, *, method: str = "token", max_chunk_bytes: int | None = 1 << 30,
                      want_logprobs: bool = False, validate: bool = False,
-                     draft_lengths: Optional[Sequence[int]] = None):
+                     draft_lengths: Sequence[int] | None = None):
     """Verify a batch of drafts (token or block verification, greedy rows mixed in).
 
     Arguments are the VerifyBatch fields of DESIGN.md. Returns ``(output_token_ids [R, max_k + 1]
@@ -87,8 +87,8 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
 
 
 def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, draft_token_ids, cu, temperature,
-                seeds, positions, lengths: Sequence[int], *, method: str, max_chunk_bytes: Optional[int],
-                block_size: Optional[int] = None) -> list[int]:
+                seeds, positions, lengths: Sequence[int], *, method: str, max_chunk_bytes: int | None,
+                block_size: int | None = None) -> list[int]:
     """Fill preallocated outputs (every entry is written). Arguments must already be checked.
 
     Returns the workspace bytes of each chunk (for the memory-bound tests).

@@ -12,7 +12,6 @@ vouches for those values; the kernels still never write out of bounds or emit an
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
 
 import kernels._device  # noqa: F401
 import torch
