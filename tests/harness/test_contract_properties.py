@@ -1,7 +1,8 @@
-"""The per-case properties (layers 1, 2, 3, 5) against the kernel under test (``pytest --kernel SPEC``).
+"""Every registered property against the kernel under test (``pytest --kernel SPEC``).
 
 Default kernel: our Triton kernels (interpreted on CPU). Every property the kernel claims must pass;
-unclaimed ones are skipped with the reason, never counted as passed.
+unclaimed ones, and statistical ones the profile cannot afford on this device (verdict ``skipped``),
+are skipped with the reason, never counted as passed.
 """
 
 from __future__ import annotations
@@ -9,18 +10,29 @@ from __future__ import annotations
 import pytest
 
 from harness.properties import REGISTRY
-from harness.properties.base import NOT_CLAIMED, PASS
+from harness.properties.base import NOT_CLAIMED, PASS, SKIPPED
 from harness.properties.case_property import CaseProperty
 
 CASE_PROPERTIES = [name for name, prop in REGISTRY.items() if isinstance(prop, CaseProperty)]
+STATISTICAL_PROPERTIES = [name for name, prop in REGISTRY.items() if prop.layer == 4]
 
 
 @pytest.mark.interpreter
 @pytest.mark.parametrize("name", CASE_PROPERTIES)
 def test_kernel_under_test_holds(name, kernel_under_test, run_context):
-    result = REGISTRY[name].run(kernel_under_test, run_context)
-    if result.verdict == NOT_CLAIMED:
-        pytest.skip(f"not claimed: {result.note}")
+    _assert_holds(name, kernel_under_test, run_context)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("name", STATISTICAL_PROPERTIES)
+def test_kernel_under_test_has_the_exact_law(name, kernel_under_test, run_context):
+    _assert_holds(name, kernel_under_test, run_context)
+
+
+def _assert_holds(name, kernel, ctx):
+    result = REGISTRY[name].run(kernel, ctx)
+    if result.verdict in (NOT_CLAIMED, SKIPPED):
+        pytest.skip(f"{result.verdict}: {result.note}")
     detail = (
         "\n".join(
             f"{f.cls} @ {f.first_field}: {f.message}\n  case: {f.case}\n  repro: {f.repro}"
