@@ -20,6 +20,7 @@ killed / (mutants run - equivalent).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -344,17 +345,18 @@ def run_campaign(
         raise AnchorError("catalogue out of sync with kernels/:\n  " + "\n  ".join(problems))
     run = MutationRun(profile, seed, kernel)
     killers = tuple(sorted({k for m in mutants for k in m.killers})) if fast else tuple(properties)
+    # Every check of this campaign, the baseline included, runs with the same settings.
+    check = functools.partial(
+        run_one,
+        kernel=kernel,
+        profile=profile,
+        seed=seed,
+        timeout_s=timeout_s,
+        fuzz_s=fuzz_s,
+        max_examples=max_examples,
+    )
     if baseline:
-        run.baseline = run_one(
-            None,
-            kernel=kernel,
-            profile=profile,
-            seed=seed,
-            timeout_s=timeout_s,
-            properties=killers,
-            fuzz_s=fuzz_s,
-            max_examples=max_examples,
-        )
+        run.baseline = check(None, properties=killers)
         progress(f"baseline (unmutated kernels): {run.baseline.status} in {run.baseline.seconds:.1f} s")
         if run.baseline.status != SURVIVED:
             raise RuntimeError(
@@ -370,17 +372,7 @@ def run_campaign(
             return MutantResult(m.name, m.bug_class, NOT_RUN, detail="campaign time budget spent")
         env = {"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if gpus else None
         props = m.killers if fast else tuple(properties)
-        result = run_one(
-            m,
-            kernel=kernel,
-            profile=profile,
-            seed=seed,
-            timeout_s=timeout_s,
-            properties=props,
-            env_extra=env,
-            fuzz_s=fuzz_s,
-            max_examples=max_examples,
-        )
+        result = check(m, properties=props, env_extra=env)
         progress(format_row(result))
         return result
 
