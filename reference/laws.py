@@ -24,7 +24,6 @@ from reference.probs import (
     point_mass_log_rows,
     rescaled_pair,
     residual_log_weights,
-    softmax_rows,
     stop_probability,
 )
 
@@ -68,8 +67,8 @@ def conditional_law(target_logits, draft_logits, draft_token_ids, temperature, m
     t = float(temperature)
     if t == 0.0:
         return _greedy_law(target, ids)
-    b = softmax_rows(target, np.full(g + 1, t))
     log_b = log_softmax_rows(target, np.full(g + 1, t))
+    b = np.exp(log_b)  # probabilities from the log-probabilities: one pass over the rows
     log_b_x = log_b[np.arange(g), ids]
     if draft_logits is None:
         q = np.zeros((g, vocab))
@@ -77,8 +76,8 @@ def conditional_law(target_logits, draft_logits, draft_token_ids, temperature, m
         log_q = point_mass_log_rows(ids, vocab)
     else:
         draft = np.asarray(draft_logits, dtype=np.float64)
-        q = softmax_rows(draft, np.full(g, t))
         log_q = log_softmax_rows(draft, np.full(g, t))
+        q = np.exp(log_q)
     log_q_x = log_q[np.arange(g), ids]
     # Only the ratio b(x)/q(x) enters the acceptance law: rescaled from logs, it cannot underflow.
     b_x, q_x = rescaled_pair(log_b_x, log_q_x)

@@ -26,7 +26,6 @@ from reference.probs import (
     point_mass_log_rows,
     rescaled_pair,
     residual_log_weights,
-    softmax_rows,
     stop_probability,
 )
 from reference.rng import exponential_from_uniform
@@ -160,14 +159,14 @@ def verify_batch(
     greedy = temp == 0.0
 
     row_temp = effective_temperature(temp)[row_req]
-    b = softmax_rows(target, row_temp)
     logb = log_softmax_rows(target, row_temp)
+    b = np.exp(logb)  # one pass over the rows: probabilities from the log-probabilities
     b_x = b[slot_row, ids]
     if draft is None:
         log_q = point_mass_log_rows(ids, vocab)
     else:
-        q = softmax_rows(draft, effective_temperature(temp)[slot_req])
         log_q = log_softmax_rows(draft, effective_temperature(temp)[slot_req])
+        q = np.exp(log_q)
     log_q_x = log_q[np.arange(ids.size), ids]
     # Decisions use only b(x)/q(x): take it from the logs so tiny temperatures cannot underflow it.
     b_ratio, q_ratio = rescaled_pair(logb[slot_row, ids], log_q_x)
