@@ -23,8 +23,9 @@ def _mul_hi_lo(a: torch.Tensor, b: int) -> tuple[torch.Tensor, torch.Tensor]:
     return (mid >> 16) + (low_sum >> 32), low_sum & _MASK32
 
 
-def philox_first_word(seed, c0, c1, c2, c3) -> torch.Tensor:
-    """First word of Philox4x32-10 keyed by the int64 ``seed`` (two's complement), counters as int64."""
+def philox_words(seed, c0, c1, c2, c3) -> torch.Tensor:
+    """The four words of Philox4x32-10 keyed by the int64 ``seed`` (two's complement), counters as
+    int64; stacked along a new last dimension."""
     k0, k1 = seed & _MASK32, (seed >> 32) & _MASK32
     c0, c1, c2, c3, k0, k1 = torch.broadcast_tensors(c0, c1, c2, c3, k0, k1)
     for _ in range(10):
@@ -32,14 +33,18 @@ def philox_first_word(seed, c0, c1, c2, c3) -> torch.Tensor:
         hi_a, lo_a = _mul_hi_lo(c0, _ROUND_A)
         c0, c1, c2, c3 = hi_b ^ c1 ^ k0, lo_b, hi_a ^ c3 ^ k1, lo_a
         k0, k1 = (k0 + _KEY_A) & _MASK32, (k1 + _KEY_B) & _MASK32
-    return c0
+    return torch.stack((c0, c1, c2, c3), dim=-1)
 
 
 def uniforms(seed, position, stream: int, vocab_index) -> torch.Tensor:
-    """float32 uniforms in (0, 1) for (seed, absolute position, stream, vocab index), broadcast."""
-    bits = philox_first_word(
-        seed, vocab_index, position & _MASK32, (position >> 32) & _MASK32, torch.full_like(position, stream)
+    """float32 uniforms in (0, 1) for (seed, absolute position, stream, vocab index), broadcast: word
+    ``v & 3`` of the Philox call with ``c0 = v >> 2``."""
+    vocab_index = torch.as_tensor(vocab_index, device=position.device)
+    words = philox_words(
+        seed, vocab_index >> 2, position & _MASK32, (position >> 32) & _MASK32, torch.full_like(position, stream)
     )
+    word = torch.broadcast_to(vocab_index & 3, words.shape[:-1])
+    bits = torch.gather(words, -1, word.unsqueeze(-1).to(torch.int64)).squeeze(-1)
     u = (bits.to(torch.float32) + 0.5) * 2.0**-32
     return u.clamp(max=1.0 - 2.0**-24)
 

@@ -25,7 +25,7 @@ import triton.language as tl
 
 from kernels import tuning
 from kernels.decide import log_prob
-from kernels.randomness import SAMPLE_STREAM, exponential_from_uniform, philox_uniform
+from kernels.randomness import SAMPLE_STREAM, exponential_from_uniform, sampling_uniforms_block
 from kernels.row_stats import inverse_temperature
 
 NEG_INF = tl.constexpr(float("-inf"))
@@ -37,22 +37,23 @@ def _no_nan(score):
 
 
 @triton.jit
-def _no_nan(score):
-    return tl.where(score == score, score, NEG_INF)
-
-
-@triton.jit
-def _target_race_scores(target_ptr, target_stride, target_row, cols, vocab_size, live, row_max, inv_t,
-                        row_log_sum, seed, position):
-    """``log b_v - log E_v`` over ``cols`` of a target row (``-inf`` outside the vocabulary)."""
+def _target_race_scores(target_ptr, target_stride, target_row, first_col, vocab_size, live, row_max, inv_t,
+                        row_log_sum, seed, position, BLOCK: tl.constexpr):
+    """``log b_v - log E_v`` over columns ``first_col + [0, BLOCK)`` of a target row (``-inf`` outside
+    the vocabulary)."""
+    cols = first_col + tl.arange(0, BLOCK)
     xt = tl.load(target_ptr + target_row.to(tl.int64) * target_stride + cols, mask=live,
                  other=NEG_INF).to(tl.float32)
     log_b = log_prob(xt, row_max, inv_t, row_log_sum)
-    log_e = tl.log(exponential_from_uniform(philox_uniform(seed, cols, position, SAMPLE_STREAM)))
+    u = sampling_uniforms_block(seed, first_col, position, SAMPLE_STREAM, BLOCK)
+    log_e = tl.log(exponential_from_uniform(u))
     return log_b, log_e, _no_nan(tl.where(cols < vocab_size, log_b - log_e, NEG_INF))
 
 
-@triton.jit
+@tuning.launch_jit(
+    counts=("num_target_rows", "num_blocks"),
+    small_pointers=("draft_ids_ptr", "cu_ptr", "temperature_ptr", "seeds_ptr", "positions_ptr", "row_max_ptr",
+                    "row_log_sum_ptr", "tau_ptr", "residual_logp_ptr", "res_score_ptr", "res_index_ptr"))
 def _race_blocks_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr, cu_ptr,
                         temperature_ptr, seeds_ptr, positions_ptr, row_max_ptr, row_log_sum_ptr,
                         tau_ptr, residual_logp_ptr, res_score_ptr, res_index_ptr,
@@ -73,9 +74,9 @@ def _race_blocks_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draf
     cols = vblock * BLOCK_V + tl.arange(0, BLOCK_V)
     in_vocab = cols < vocab_size
     log_b, log_e, bonus_scores = _target_race_scores(
-        target_ptr, target_stride, target_row, cols, vocab_size, tl.where(sampled, in_vocab, False),
+        target_ptr, target_stride, target_row, vblock * BLOCK_V, vocab_size, tl.where(sampled, in_vocab, False),
         tl.load(row_max_ptr + target_row), inv_t, tl.load(row_log_sum_ptr + target_row),
-        tl.load(seeds_ptr + req), tl.load(positions_ptr + req) + tau)
+        tl.load(seeds_ptr + req), tl.load(positions_ptr + req) + tau, BLOCK_V)
 
     if HAS_DRAFT:
         q_row = num_target_rows + draft_row0 + tau
@@ -99,7 +100,10 @@ def _race_blocks_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draf
     tl.store(res_index_ptr + out, tl.argmax(scores, axis=0, tie_break_left=True) + vblock * BLOCK_V)
 
 
-@triton.jit
+@tuning.launch_jit(
+    counts=("out_width", "vocab_size", "num_blocks"),
+    small_pointers=("cu_ptr", "temperature_ptr", "seeds_ptr", "positions_ptr", "row_max_ptr", "row_log_sum_ptr",
+                    "tau_ptr", "res_score_ptr", "res_index_ptr", "out_ids_ptr", "out_logprobs_ptr"))
 def _emit_winner_kernel(target_ptr, target_stride, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
                         row_max_ptr, row_log_sum_ptr, tau_ptr, res_score_ptr, res_index_ptr,
                         out_ids_ptr, out_logprobs_ptr, out_width, vocab_size, num_blocks,
@@ -125,8 +129,9 @@ def _emit_winner_kernel(target_ptr, target_stride, cu_ptr, temperature_ptr, seed
         fallback_token = token * 0
         for start in range(0, vocab_size, FALLBACK_BLOCK):
             cols = start + tl.arange(0, FALLBACK_BLOCK)
-            _, _, race = _target_race_scores(target_ptr, target_stride, target_row, cols, vocab_size,
-                                             cols < vocab_size, row_max, inv_t, row_log_sum, seed, position)
+            _, _, race = _target_race_scores(target_ptr, target_stride, target_row, start, vocab_size,
+                                             cols < vocab_size, row_max, inv_t, row_log_sum, seed, position,
+                                             FALLBACK_BLOCK)
             block_best = tl.max(race, axis=0)
             block_token = tl.argmax(race, axis=0, tie_break_left=True) + start
             fallback_token = tl.where(block_best > fallback_best, block_token, fallback_token)
@@ -157,7 +162,7 @@ def launch_residual_sample(ws, batch, num_reqs, *, has_draft, want_logprobs, rac
         batch.cu, batch.temperature, batch.seeds, batch.positions, ws.row_max, ws.row_log_sum,
         ws.tau, ws.residual_logp, ws.res_score, ws.res_index,
         batch.target_logits.shape[0], batch.target_logits.shape[1], race_blocks,
-        HAS_DRAFT=has_draft, BLOCK_V=race_block, num_warps=tuning.race_warps(),
+        HAS_DRAFT=has_draft, BLOCK_V=race_block, num_warps=tuning.race_warps(race_block),
     )
     out_logprobs = batch.out_logprobs if want_logprobs else batch.out_num
     _emit_winner_kernel[(num_reqs,)](

@@ -1,9 +1,9 @@
 """Bit-exact NumPy replica of Triton's Philox4x32-10 and of specfuzz's randomness layout.
 
-Contract (docs/interfaces.md section 1): every random number our kernels use is the FIRST output word
-of ``triton.language.random.philox(seed, c0, c1, c2, c3)`` with 32-bit counters
+Contract (docs/interfaces.md section 1): the random number of vocabulary index ``v`` is output word
+``v & 3`` of ``triton.language.random.philox(seed, c0, c1, c2, c3)`` with 32-bit counters
 
-    c0 = vocabulary index (0 for the accept stream), c1/c2 = low/high 32 bits of the absolute
+    c0 = v >> 2 (v = 0 for the accept stream), c1/c2 = low/high 32 bits of the absolute
     position, c3 = stream id (ACCEPT = 0, SAMPLE = 1),
 
 keyed by the request's int64 seed reinterpreted as uint64 (``k0`` = low word, ``k1`` = high word).
@@ -111,9 +111,12 @@ def exponential_from_uniform_float32(u) -> np.ndarray:
 
 
 def random_uniforms(seeds, positions, stream: int, vocab_index=0) -> np.ndarray:
-    """Uniforms for (seed, absolute position, stream, vocabulary index), broadcast together."""
+    """Uniforms for (seed, absolute position, stream, vocabulary index), broadcast together:
+    word ``v & 3`` of the Philox block at counter ``(v >> 2, pos lo, pos hi, stream)``."""
     pos = as_uint64(positions)
-    bits, _, _, _ = philox4x32(seeds, vocab_index, pos & _LOW32, pos >> _SHIFT32, stream)
+    vocab = as_uint64(vocab_index) & _LOW32
+    words = philox4x32(seeds, vocab >> np.uint64(2), pos & _LOW32, pos >> _SHIFT32, stream)
+    bits = np.choose((vocab & np.uint64(3)).astype(np.intp), words)
     return uniform_from_bits(bits)
 
 
@@ -142,9 +145,11 @@ def accept_uniforms(seeds, positions, cu_num_draft_tokens) -> np.ndarray:
 def sampling_uniforms(seeds, positions, cu_num_draft_tokens, vocab_size: int) -> np.ndarray:
     """float32 ``[num_logits, V]``: row j of request r, column v: (seeds[r], positions[r] + j, SAMPLE, v)."""
     request, offset = _rows_of_requests(cu_num_draft_tokens, 1)
-    pos = _row_positions(positions, request, offset)
-    vocab = np.arange(vocab_size, dtype=np.uint64)[None, :]
-    return random_uniforms(as_uint64(seeds)[request][:, None], pos[:, None], SAMPLE_STREAM, vocab)
+    pos = _row_positions(positions, request, offset)[:, None]
+    quads = np.arange((vocab_size + 3) // 4, dtype=np.uint64)[None, :]
+    words = philox4x32(as_uint64(seeds)[request][:, None], quads, pos & _LOW32, pos >> _SHIFT32, SAMPLE_STREAM)
+    bits = np.stack(words, axis=-1).reshape(request.size, 4 * quads.size)[:, :vocab_size]
+    return uniform_from_bits(bits)
 
 
 def tl_randint(seed, offset) -> np.ndarray:

@@ -98,7 +98,8 @@ def test_philox_matches_triton_bit_for_bit():
 
 
 def test_layout_functions_use_the_pinned_counters():
-    """accept/sampling uniforms are philox(seed, v, pos_lo, pos_hi, stream) word 0, mapped to (0, 1)."""
+    """accept/sampling uniforms are word v & 3 of philox(seed, v >> 2, pos_lo, pos_hi, stream), mapped to
+    (0, 1); the accept stream uses v = 0."""
     seeds = np.array([3, -9, 2**40 + 1], dtype=np.int64)
     positions = np.array([5, 2**32 - 1, 2**35], dtype=np.int64)
     cu = np.array([0, 2, 2, 5])
@@ -110,8 +111,8 @@ def test_layout_functions_use_the_pinned_counters():
             lo, hi = pos & 0xFFFFFFFF, pos >> 32
             row = [
                 _triton_philox(
-                    np.array([seeds[r]]), [np.array([v]), np.array([lo]), np.array([hi]), np.array([1])]
-                )[0, 0]
+                    np.array([seeds[r]]), [np.array([v >> 2]), np.array([lo]), np.array([hi]), np.array([1])]
+                )[0, v & 3]
                 for v in range(V)
             ]
             expected_sample.append(row)
