@@ -3,8 +3,8 @@
 For each shape: median time (CUDA events via ``triton.testing.do_bench``, L2 flushed), effective
 bandwidth as a fraction of the measured device-to-device copy bandwidth (counting one read of every
 logit row, and the reads the algorithm cannot avoid: block verification with draft logits re-reads
-target rows 0..g-1 and all draft rows), the time of the same call with host draft lengths (no sync), the
-speed-up over ``bench/torch_eager.py`` and the host (CPU) time of one no-sync call. Ends with the
+target rows 0..g-1 and all draft rows), the time of the same call with host draft lengths (no sync), the time of a CUDA-graph
+replay (``kernels.capture_verify``, checked equal to the direct call), the speed-up over ``bench/torch_eager.py`` and the host (CPU) time of one no-sync call. Ends with the
 peak-memory check of a 512 x 8 x 262144 call.
 Usage: ``PYTHONPATH=. python3 bench/bench_kernels.py [--quick] [--requests 128 512] ...``.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import signal
 import sys
 
 import torch
@@ -95,11 +96,17 @@ def bench_one(args, reqs, k, vocab, dtype_name, method, draft_kind, copy_bw, gen
     ms = triton.testing.do_bench(run, warmup=10, rep=args.rep, return_mode="median")
     ms_nosync = triton.testing.do_bench(run_nosync, warmup=10, rep=args.rep, return_mode="median")
     host_us = host_time_us(run_nosync)
+    captured = kernels.capture_verify(*call_args, method=method, draft_lengths=lengths)
+    ms_graph = triton.testing.do_bench(captured.replay, warmup=10, rep=args.rep, return_mode="median")
+    replayed = captured.replay()
+    direct = kernels.rejection_sample(*call_args, method=method)
+    graph_ok = all(torch.equal(a, b) for a, b in zip(replayed[:2], direct[:2], strict=True))
+    del captured
     elem = batch["target_logits"].element_size()
     rows = reqs * (k + 1) + (reqs * k if draft_kind == "logits" else 0)
     one_read = rows * vocab * elem
     second = 2 * reqs * k * vocab * elem if (method == "block" and draft_kind == "logits") else 0
-    best = min(ms, ms_nosync) * 1e-3
+    best = ms * 1e-3  # the default path (host checks and sync included)
     eager_ratio = float("nan")
     if not args.no_eager:
         try:
@@ -112,10 +119,40 @@ def bench_one(args, reqs, k, vocab, dtype_name, method, draft_kind, copy_bw, gen
         torch.cuda.empty_cache()
     if args.stages:
         stage_times(batch, lengths, method)
+    pct1, pct_alg = 100 * one_read / best / copy_bw, 100 * (one_read + second) / best / copy_bw
     print(f"{reqs:5d} {k:2d} {vocab:7d} {dtype_name:5s} {method:6s} {draft_kind:7s} "
-          f"{ms * 1e3:10.1f} {ms_nosync * 1e3:10.1f} {100 * one_read / best / copy_bw:7.1f} "
-          f"{100 * (one_read + second) / best / copy_bw:7.1f} {eager_ratio:8.1f} {host_us:8.1f}", flush=True)
-    return ms
+          f"{ms * 1e3:10.1f} {ms_nosync * 1e3:10.1f} {ms_graph * 1e3:9.1f} {pct1:7.1f} "
+          f"{pct_alg:7.1f} {eager_ratio:8.1f} {host_us:8.1f}{'' if graph_ok else '  GRAPH MISMATCH'}", flush=True)
+    return dict(reqs=reqs, k=k, vocab=vocab, dtype=dtype_name, method=method, draft=draft_kind, us=ms * 1e3,
+                us_nosync=ms_nosync * 1e3, us_graph=ms_graph * 1e3, pct1=pct1, pct_alg=pct_alg,
+                eager=eager_ratio, host_us=host_us, graph_ok=graph_ok)
+
+
+def summarise(rows) -> None:
+    """The issue-3 targets, computed from the table (default path)."""
+    if not rows:
+        return
+    big = [r for r in rows if r["reqs"] >= 128]
+    token = [r for r in big if r["method"] == "token"]
+    block = [r for r in big if r["method"] == "block"]
+    print("\nsummary (default path; >= 128 requests):")
+    for name, group, key in (("token %1read", token, "pct1"), ("block %alg", block, "pct_alg")):
+        for dtype in sorted({r["dtype"] for r in group}):
+            vals = sorted(r[key] for r in group if r["dtype"] == dtype)
+            if vals:
+                print(f"  {name} {dtype}: min {vals[0]:.1f}  median {vals[len(vals) // 2]:.1f}  max {vals[-1]:.1f}"
+                      f"  (>= 70%: {sum(v >= 70 for v in vals)}/{len(vals)})")
+    eager = [r["eager"] for r in big if r["eager"] == r["eager"]]
+    if eager:
+        print(f"  x_eager: min {min(eager):.1f}  (>= 10x: {sum(e >= 10 for e in eager)}/{len(eager)})")
+    single = [r for r in rows if r["reqs"] == 1]
+    for key in ("us", "us_nosync", "us_graph"):
+        if single:
+            vals = [r[key] for r in single]
+            print(f"  single request {key}: {min(vals):.1f} .. {max(vals):.1f} us")
+    slowest = min(rows, key=lambda r: r["pct_alg"] if r["reqs"] >= 128 else float("inf"))
+    print(f"  lowest %alg at >= 128 requests: {slowest}")
+    print(f"  graph replay == direct call: {sum(r['graph_ok'] for r in rows)}/{len(rows)}")
 
 
 def sweep(args):
@@ -221,17 +258,26 @@ def main(argv=None):
     copy_bw = copy_bandwidth()
     print(f"device-to-device copy bandwidth: {copy_bw / 1e9:.0f} GB/s", flush=True)
     print(f"{'reqs':>5} {'k':>2} {'V':>7} {'dtype':5s} {'method':6s} {'draft':7s} {'us':>10} "
-          f"{'us_nosync':>10} {'%1read':>7} {'%alg':>7} {'x_eager':>8} {'host_us':>8}", flush=True)
+          f"{'us_nosync':>10} {'us_graph':>9} {'%1read':>7} {'%alg':>7} {'x_eager':>8} {'host_us':>8}", flush=True)
     if args.sweep:
         return sweep(args)
     gen = torch.Generator(device="cuda").manual_seed(0)
-    for reqs, k, vocab, dtype_name, method, draft_kind in itertools.product(
-            args.requests, args.draft_lens, args.vocabs, args.dtypes, args.methods, args.drafts):
-        try:
-            bench_one(args, reqs, k, vocab, dtype_name, method, draft_kind, copy_bw, gen)
-        except torch.cuda.OutOfMemoryError as exc:  # pragma: no cover - reported, not fatal
-            print(f"{reqs} {k} {vocab} {dtype_name} {method} {draft_kind}: OOM {exc}", flush=True)
-        torch.cuda.empty_cache()
+    rows = []
+    # A time limit (``timeout``'s SIGTERM) still prints the summary of the shapes measured so far.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        for reqs, k, vocab, dtype_name, method, draft_kind in itertools.product(
+                args.requests, args.draft_lens, args.vocabs, args.dtypes, args.methods, args.drafts):
+            try:
+                rows.append(bench_one(args, reqs, k, vocab, dtype_name, method, draft_kind, copy_bw, gen))
+            except torch.cuda.OutOfMemoryError as exc:  # pragma: no cover - reported, not fatal
+                print(f"{reqs} {k} {vocab} {dtype_name} {method} {draft_kind}: OOM {exc}", flush=True)
+            torch.cuda.empty_cache()
+    except KeyboardInterrupt:
+        print(f"stopped by the time limit after {len(rows)} shapes", flush=True)
+        summarise(rows)
+        return 1
+    summarise(rows)
     if not args.skip_memory:
         peak_memory(copy_bw)
 

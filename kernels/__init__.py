@@ -1,11 +1,13 @@
 """specfuzz's production Triton kernels for speculative-decoding verification.
 
-Public entry points (docs/interfaces.md section 4): :func:`rejection_sample` and :func:`random_draws`.
+Public entry points (docs/interfaces.md section 4): :func:`rejection_sample` and :func:`random_draws`;
+:func:`capture_verify` replays a fixed batch layout from a CUDA graph.
 Importing this package selects the Triton CPU interpreter when no GPU is present.
 """
 
 from kernels import _device  # noqa: F401  (must run before triton is imported)
 from kernels.randomness import random_draws
 from kernels.driver import rejection_sample
+from kernels.graph import CapturedVerify, capture_verify
 
-__all__ = ["rejection_sample", "random_draws"]
+__all__ = ["rejection_sample", "random_draws", "capture_verify", "CapturedVerify"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 # float32/int32 words the workspace holds, per unit (see Workspace.allocate).
@@ -40,27 +41,27 @@ def workspace_bytes_per_logit_row(num_vblocks: int, race_blocks: int) -> int:
 def plan_chunks(cu_num_logits: Sequence[int], max_chunk_logits: int | None) -> list[tuple[int, int]]:
     """``(start_req, end_req)`` ranges of whole requests holding at most ``max_chunk_logits`` rows each
     (a single larger request runs alone); ``None`` means one chunk. Same rule as
-    ``reference.chunking.plan_chunks``: extend the chunk while the next request still fits."""
-    num_reqs = len(cu_num_logits) - 1
+    ``reference.chunking.plan_chunks``: extend the chunk while the next request still fits. One binary
+    search per chunk, so the host cost does not grow with the number of requests."""
+    cu = np.asarray(cu_num_logits, dtype=np.int64)
+    num_reqs = cu.size - 1
     if num_reqs <= 0:
         return []
-    if max_chunk_logits is None:
+    if max_chunk_logits is None or cu[-1] - cu[0] <= max_chunk_logits:
         return [(0, num_reqs)]
     chunks, start = [], 0
     while start < num_reqs:
-        end = start + 1
-        while end < num_reqs and cu_num_logits[end + 1] - cu_num_logits[start] <= max_chunk_logits:
-            end += 1
+        # largest end with cu[end] - cu[start] <= budget; at least one request
+        end = int(np.searchsorted(cu, cu[start] + max_chunk_logits, side="right")) - 1
+        end = min(max(end, start + 1), num_reqs)
         chunks.append((start, end))
         start = end
     return chunks
 
 
-def plan_for_budget(draft_lengths: Sequence[int], num_vblocks: int, race_blocks: int,
+def plan_for_budget(draft_lengths, num_vblocks: int, race_blocks: int,
                     max_chunk_bytes: int | None) -> list[tuple[int, int]]:
-    cu_num_logits = [0]
-    for k in draft_lengths:
-        cu_num_logits.append(cu_num_logits[-1] + k + 1)
+    cu_num_logits = np.concatenate(([0], np.cumsum(np.asarray(draft_lengths, dtype=np.int64) + 1)))
     if max_chunk_bytes is None:
         return plan_chunks(cu_num_logits, None)
     rows = max(1, max_chunk_bytes // workspace_bytes_per_logit_row(num_vblocks, race_blocks))

@@ -26,6 +26,8 @@ import kernels._device  # noqa: F401
 import triton
 import triton.language as tl
 
+from kernels import tuning
+
 from kernels.randomness import ACCEPT_STREAM, philox_uniform
 from kernels.row_stats import inverse_temperature
 
@@ -71,7 +73,11 @@ def _pick(values, rows, index):
     return tl.sum(tl.where(rows == index, values, 0), axis=0)
 
 
-@triton.jit
+@tuning.launch_jit(
+    counts=("out_width", "num_target_rows", "vocab_size", "num_vblocks"),
+    small_pointers=("draft_ids_ptr", "cu_ptr", "temperature_ptr", "seeds_ptr", "positions_ptr", "blk_max_ptr",
+                    "blk_sum_ptr", "blk_arg_ptr", "row_max_ptr", "row_log_sum_ptr", "row_arg_ptr", "logp_before_ptr",
+                    "z_part_ptr", "tau_ptr", "residual_logp_ptr", "out_ids_ptr", "out_num_ptr", "out_logprobs_ptr"))
 def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr, cu_ptr,
                    temperature_ptr, seeds_ptr, positions_ptr,
                    blk_max_ptr, blk_sum_ptr, blk_arg_ptr, row_max_ptr, row_log_sum_ptr, row_arg_ptr,

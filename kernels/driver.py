@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 
 import kernels._device  # noqa: F401
+import numpy as np
 import torch
 import triton
 
@@ -33,7 +34,7 @@ from kernels.decide import launch_decide
 from kernels.residual_mass import launch_residual_mass
 from kernels.residual_sample import launch_residual_sample, race_block_size
 from kernels.row_stats import launch_row_stats
-from kernels.validation import check_metadata, check_rows, check_values
+from kernels.validation import check_metadata, check_rows, check_values, host_lengths
 
 
 @dataclass
@@ -62,7 +63,7 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
     int64 with -1 padding, num_emitted [R] int32, logprobs [R, max_k + 1] float32 with 0.0 padding or
     None)``. ``max_chunk_bytes`` bounds the workspace of one chunk (``None``: unbounded); results do not
     depend on it. ``validate=True`` also rejects NaN or all ``-inf`` rows. ``draft_lengths`` (host
-    ints, optional) skips the one device-to-host copy; the caller then vouches for ``cu``, the draft
+    ints or a NumPy integer array, optional) skips the one device-to-host copy; the caller then vouches for ``cu``, the draft
     ids and the temperatures (docs/kernels.md, "Bad input").
     """
     check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature, seeds,
@@ -71,11 +72,11 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
     if draft_lengths is None:
         lengths = check_values(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size)
     else:
-        lengths = list(draft_lengths)
+        lengths = host_lengths(draft_lengths)
     if validate:
         check_rows(target_logits, draft_logits)
-    num_reqs = len(lengths)
-    width = (max(lengths) if lengths else 0) + 1
+    num_reqs = lengths.size
+    width = (int(lengths.max()) if num_reqs else 0) + 1
     device = target_logits.device
     out_ids = torch.empty((num_reqs, width), dtype=torch.int64, device=device)
     out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
@@ -93,10 +94,11 @@ def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, dra
 
     Returns the workspace bytes of each chunk (for the memory-bound tests).
     """
-    block_v = block_size or tuning.block_size()
     vocab_size = target_logits.shape[1]
+    block_v = block_size or tuning.fit_block(tuning.block_size(), vocab_size)
     num_vblocks = triton.cdiv(vocab_size, block_v)
-    race_block = race_block_size(len(lengths), vocab_size, block_size or tuning.race_block_size())
+    race_block = race_block_size(len(lengths), vocab_size,
+                                 block_size or tuning.fit_block(tuning.race_block_size(), vocab_size))
     race_blocks = triton.cdiv(vocab_size, race_block)
     # Floors keep the number of compiled variants small (one per dtype/method for common shapes).
     nvb_pow2 = max(64, triton.next_power_of_2(num_vblocks))
@@ -107,15 +109,14 @@ def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, dra
     two_stage = block_method and has_draft
     want_logprobs = out_logprobs is not None
     plan = plan_for_budget(lengths, num_vblocks, race_blocks, max_chunk_bytes)
-    first_draft = [0]
-    for k in lengths:
-        first_draft.append(first_draft[-1] + k)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    first_draft = np.concatenate(([0], np.cumsum(lengths)))
     side = overlap_stream(target_logits.device)
     workspace_sizes = []
     for chunk_start, chunk_end in plan:
         chunk_bytes = 0
         for start, end in overlap_parts(chunk_start, chunk_end, side is not None):
-            d0, d1 = first_draft[start], first_draft[end]
+            d0, d1 = int(first_draft[start]), int(first_draft[end])
             if (start, end) == (0, len(lengths)):
                 chunk = ChunkTensors(target_logits, draft_logits, draft_token_ids, cu, temperature, seeds, positions,
                                      out_ids, out_num, out_logprobs)

@@ -9,7 +9,6 @@ requests write 0 and read nothing.
 from __future__ import annotations
 
 import kernels._device  # noqa: F401
-import triton
 import triton.language as tl
 
 from kernels import tuning
@@ -17,7 +16,10 @@ from kernels.decide import log_prob
 from kernels.row_stats import inverse_temperature
 
 
-@triton.jit
+@tuning.launch_jit(
+    counts=("num_target_rows", "num_vblocks"),
+    small_pointers=("cu_ptr", "temperature_ptr", "row_max_ptr", "row_log_sum_ptr", "row_req_ptr", "logp_before_ptr",
+                    "z_part_ptr"))
 def _residual_mass_kernel(target_ptr, draft_ptr, target_stride, draft_stride, cu_ptr, temperature_ptr,
                           row_max_ptr, row_log_sum_ptr, row_req_ptr, logp_before_ptr, z_part_ptr,
                           num_target_rows, vocab_size, num_vblocks, BLOCK_V: tl.constexpr):
@@ -51,5 +53,5 @@ def launch_residual_mass(ws, batch, num_reqs, block_v):
         batch.target_logits, batch.draft_logits, batch.target_logits.stride(0), batch.draft_logits.stride(0),
         batch.cu, batch.temperature, ws.row_max, ws.row_log_sum, ws.row_req, ws.logp_before, ws.z_part,
         batch.target_logits.shape[0], batch.target_logits.shape[1], ws.num_vblocks,
-        BLOCK_V=block_v, num_warps=tuning.stats_warps(),
+        BLOCK_V=block_v, num_warps=tuning.stats_warps(block_v),
     )

@@ -31,7 +31,8 @@ def inverse_temperature(temperature):
     return tl.where(greedy, 1.0, 1.0 / tl.where(greedy, 1.0, temperature))
 
 
-@triton.jit
+@tuning.launch_jit(counts=("num_target_rows",),
+                   small_pointers=("cu_ptr", "temperature_ptr", "row_scale_ptr", "row_req_ptr"))
 def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, num_target_rows,
                       BLOCK: tl.constexpr):
     """Per row: ``scale = 1/T`` (``-1`` marks a greedy row) and the request index."""
@@ -51,7 +52,8 @@ def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, num_t
         tl.store(row_req_ptr + draft_rows, req + 0 * j, mask=j < k)
 
 
-@triton.jit
+@tuning.launch_jit(counts=("num_target_rows", "num_vblocks"),
+                   small_pointers=("row_scale_ptr", "blk_max_ptr", "blk_sum_ptr", "blk_arg_ptr"))
 def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr,
                       blk_max_ptr, blk_sum_ptr, blk_arg_ptr, num_target_rows, vocab_size, num_vblocks,
                       BLOCK_V: tl.constexpr):
@@ -87,5 +89,5 @@ def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs,
     _row_stats_kernel[grid](
         target_logits, draft, target_logits.stride(0), draft.stride(0), ws.row_scale,
         ws.blk_max, ws.blk_sum, ws.blk_arg, num_target_rows, vocab_size, ws.num_vblocks,
-        BLOCK_V=block_v, num_warps=tuning.stats_warps(),
+        BLOCK_V=block_v, num_warps=tuning.stats_warps(block_v),
     )

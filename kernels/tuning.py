@@ -22,12 +22,23 @@ def race_block_size() -> int:
     return int(os.environ.get("SPECFUZZ_RACE_BLOCK_V", 256 if kernels._device.INTERPRETING else 4096))
 
 
-def stats_warps() -> int:
-    return int(os.environ.get("SPECFUZZ_STATS_WARPS", 8))
+def fit_block(block: int, vocab_size: int) -> int:
+    """``block`` shrunk to the vocabulary (a power of two >= 16): small-V batches, such as the
+    statistical layer's replicated requests, would otherwise run mostly masked lanes."""
+    return min(block, max(16, 1 << max(0, vocab_size - 1).bit_length()))
 
 
-def race_warps() -> int:
-    return int(os.environ.get("SPECFUZZ_RACE_WARPS", 8))
+def warps_for(block: int, cap: int) -> int:
+    """At most ``cap`` warps, and no more than one per 256 lanes of the block."""
+    return max(1, min(cap, block // 256))
+
+
+def stats_warps(block: int = 1 << 30) -> int:
+    return warps_for(block, int(os.environ.get("SPECFUZZ_STATS_WARPS", 8)))
+
+
+def race_warps(block: int = 1 << 30) -> int:
+    return warps_for(block, int(os.environ.get("SPECFUZZ_RACE_WARPS", 8)))
 
 
 # Opt-in (``SPECFUZZ_OVERLAP=1``): large chunks are split into parts whose sampling race (ALU-bound)
@@ -39,3 +50,15 @@ OVERLAP_MIN_PART = 32
 
 def overlap() -> bool:
     return os.environ.get("SPECFUZZ_OVERLAP", "0") == "1"
+
+
+def launch_jit(*, counts: tuple[str, ...] = (), small_pointers: tuple[str, ...] = ()):
+    """``triton.jit`` for a top-level kernel, without value specialisation of ``counts`` (request,
+    row, block counts: Triton would otherwise compile a variant for every ``== 1`` / ``% 16``
+    pattern, and chunks or fuzzed batches hit many) and without alignment specialisation of
+    ``small_pointers`` (metadata, outputs and workspace views read one scalar per program: chunk
+    slices start at any offset). Logit pointers, strides and ``vocab_size`` stay specialised:
+    they decide vectorised loads in the bandwidth-bound passes and are fixed per model."""
+    import triton
+
+    return triton.jit(do_not_specialize=counts, do_not_specialize_on_alignment=small_pointers)

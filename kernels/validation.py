@@ -14,9 +14,11 @@ from __future__ import annotations
 
 
 import kernels._device  # noqa: F401
+import numpy as np
 import torch
-import triton
 import triton.language as tl
+
+from kernels import tuning
 
 LOGIT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 INT_DTYPES = (torch.int32, torch.int64)
@@ -80,14 +82,27 @@ def check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_to
     if not isinstance(want_logprobs, bool):
         _fail("want_logprobs", f"must be a bool, got {want_logprobs!r}")
     if draft_lengths is not None:
-        lengths = list(draft_lengths)
-        if len(lengths) != num_reqs or any((not isinstance(k, int)) or k < 0 for k in lengths):
+        lengths = host_lengths(draft_lengths)
+        if lengths is None or lengths.size != num_reqs or (lengths.size and lengths.min() < 0):
             _fail("draft_lengths", f"must be {num_reqs} non-negative host ints")
-        if sum(lengths) != num_drafts:
-            _fail("draft_lengths", f"sum {sum(lengths)} != num_draft_total {num_drafts}")
+        if int(lengths.sum()) != num_drafts:
+            _fail("draft_lengths", f"sum {int(lengths.sum())} != num_draft_total {num_drafts}")
 
 
-@triton.jit
+def host_lengths(draft_lengths) -> np.ndarray | None:
+    """``draft_lengths`` (a sequence of Python ints or a NumPy integer array) as an int64 array, or
+    None when it holds anything else (floats, bools, tensors). Vectorised: microseconds for thousands of
+    requests."""
+    if isinstance(draft_lengths, np.ndarray):
+        return draft_lengths.astype(np.int64) if draft_lengths.ndim == 1 and draft_lengths.dtype.kind in "iu" else None
+    values = list(draft_lengths)
+    if not set(map(type, values)) <= {int}:
+        return None
+    return np.asarray(values, dtype=np.int64).reshape(-1)
+
+
+@tuning.launch_jit(counts=("num_reqs", "num_drafts"),
+                   small_pointers=("cu_ptr", "ids_ptr", "temperature_ptr", "out_ptr"))
 def _summarise_values_kernel(cu_ptr, ids_ptr, temperature_ptr, out_ptr, num_reqs, num_drafts,
                              BLOCK: tl.constexpr):
     """out = [cu (num_reqs + 1 values), min draft id, max draft id, count of temperatures not >= 0]."""
@@ -112,27 +127,28 @@ def _summarise_values_kernel(cu_ptr, ids_ptr, temperature_ptr, out_ptr, num_reqs
     tl.store(out_ptr + num_reqs + 3, tl.sum(bad, axis=0))
 
 
-def check_values(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size: int) -> list[int]:
-    """Value checks through one launch and one device-to-host copy; returns the host draft lengths."""
+def check_values(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size: int) -> np.ndarray:
+    """Value checks through one launch and one device-to-host copy; returns the host draft lengths
+    (int64 array)."""
     num_drafts = draft_token_ids.numel()
     num_reqs = cu_num_draft_tokens.numel() - 1
     summary = torch.empty(num_reqs + 4, dtype=torch.int64, device=cu_num_draft_tokens.device)
     _summarise_values_kernel[(1,)](cu_num_draft_tokens, draft_token_ids, temperature, summary, num_reqs,
                                    num_drafts, BLOCK=1024)
-    host = summary.tolist()
+    host = summary.cpu().numpy()
     cu = host[: num_reqs + 1]
     if cu[0] != 0:
         _fail("cu_num_draft_tokens", f"must start at 0, starts at {cu[0]}")
-    lengths = [cu[i + 1] - cu[i] for i in range(num_reqs)]
-    if any(k < 0 for k in lengths):
+    lengths = np.diff(cu)
+    if lengths.size and lengths.min() < 0:
         _fail("cu_num_draft_tokens", "must be non-decreasing")
     if cu[-1] != num_drafts:
         _fail("cu_num_draft_tokens", f"ends at {cu[-1]}, expected num_draft_total = {num_drafts}")
-    low, high = host[num_reqs + 1], host[num_reqs + 2]
+    low, high = int(host[num_reqs + 1]), int(host[num_reqs + 2])
     if num_drafts and (low < -1 or high >= vocab_size):
         _fail("draft_token_ids", f"ids must lie in [0, {vocab_size}) (or be -1 padding), got range [{low}, {high}]")
     if host[num_reqs + 3]:
-        _fail("temperature", f"{host[num_reqs + 3]} entries are negative or NaN")
+        _fail("temperature", f"{int(host[num_reqs + 3])} entries are negative or NaN")
     return lengths
 
 

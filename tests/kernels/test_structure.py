@@ -168,3 +168,10 @@ def test_vocab_of_one_and_masked_tail():
         assert int(ids.max()) < vocab and int(ids[ids >= 0].min()) >= 0
         if vocab == 1:
             assert ids[0].tolist() in ([0, -1], [0, 0]) and ids[1].tolist() == [0, -1]
+
+
+def test_capture_verify_refuses_cpu_tensors_before_any_launch():
+    """CUDA graphs need CUDA: a CPU batch gets a ValueError naming the argument."""
+    batch = make_batch(8, num_reqs=2, max_k=2, vocab=16, device="cpu")
+    with pytest.raises(ValueError, match="target_logits"):
+        kernels.capture_verify(*batch.args(), draft_lengths=batch.lengths)
