@@ -15,6 +15,7 @@ import numpy as np
 
 from harness.cases import Case, build_batch
 from harness.contract import capabilities_of, has_random_draws
+from harness.crafted import crafted_cases
 from harness.decision_compare import compare_decisions, uniform_problems
 from harness.kernel_calls import call_random_draws, call_verify
 from harness.oracle import reference_draws, run_reference, to_numpy
@@ -68,7 +69,9 @@ class CoupledExactness(CaseProperty):
                     method=sorted(kernel.methods)[0],
                 )
             )
-        return anchors
+        # Rare events placed with chosen seeds (harness/crafted.py): a uniform in the winners' tail,
+        # an accept uniform at the inclusive threshold, a block-specific residual.
+        return anchors + crafted_cases(getattr(kernel, "methods", ()))
 
     def check(self, kernel: object, case: Case, ctx: RunContext) -> CaseCheck:
         caps = capabilities_of(kernel)

@@ -1,0 +1,148 @@
+"""Crafted coupled cases: inputs plus seeds chosen so that one rare event happens for sure.
+
+Random examples reach some bugs only with probability ~1e-3 to ~1e-8 per request (a uniform in the
+winners' tail, an acceptance uniform within 1e-3 of its threshold, a block rejection whose residual
+differs from the token residual). These cases put that event into a small batch deterministically,
+using the pinned Philox layout of docs/interfaces.md section 1 (``reference.rng``). For a kernel
+with another randomness layout they are still valid coupled cases, just not targeted.
+
+Every case carries a ``label`` naming the event; ``tests/harness/test_crafted.py`` re-derives each
+event from ``reference.rng`` so a layout change cannot silently defuse a case.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from harness.cases import Case, case_from_batch
+from harness.contract import VerifyBatch
+
+# Found offline with reference.rng (tests/harness/test_crafted.py checks both still hold):
+# seed 49605, position 0: sampling uniform of vocabulary index 794 is 1.99e-8 < 2^-25, so
+# float32 1 - u rounds to 1 and E = -log(1 - u) would be 0 (BUGS.md class 15).
+TINY_UNIFORM_SEED, TINY_UNIFORM_INDEX, TINY_UNIFORM_VOCAB = 49605, 794, 1024
+# seed 1151, position 0: the accept uniform of slot 0 is 0.99973, within 1e-3 of 1.
+HIGH_ETA_SEED = 1151
+
+
+def _case(target, draft, ids, lengths, seeds, method, label, temperatures=None) -> Case:
+    cu = torch.tensor(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+    num_reqs = len(lengths)
+    batch = VerifyBatch(
+        target_logits=torch.tensor(np.asarray(target, dtype=np.float32)),
+        draft_logits=None if draft is None else torch.tensor(np.asarray(draft, dtype=np.float32)),
+        draft_token_ids=torch.tensor(np.asarray(ids, dtype=np.int64)),
+        cu_num_draft_tokens=cu,
+        temperature=torch.tensor(temperatures or [1.0] * num_reqs, dtype=torch.float32),
+        seeds=torch.tensor(seeds, dtype=torch.int64),
+        positions=torch.zeros(num_reqs, dtype=torch.int64),
+        method=method,
+    )
+    case = case_from_batch(batch)
+    case.label = label
+    return case
+
+
+def tiny_uniform_case(method: str) -> Case:
+    """A bonus draw whose uniform at one vocabulary index is below 2^-25, where that token has
+    target probability ~1e-25: with ``E = -log1p(-u)`` it loses the race by a wide margin; with
+    ``E = -log(1 - u)`` in float32, ``E == 0`` and it wins with score ``+inf``."""
+    target = np.zeros((1, TINY_UNIFORM_VOCAB))
+    target[0, TINY_UNIFORM_INDEX] = -50.0
+    return _case(target, np.zeros((0, TINY_UNIFORM_VOCAB)), [], [0], [TINY_UNIFORM_SEED], method,
+                 "crafted: sampling uniform below 2^-25 on a token of probability ~1e-25")
+
+
+def high_eta_block_case() -> Case:
+    """Block verification, one draft, identical target and draft rows (``p_1 = 1``) and an accept
+    uniform of 0.99973: the last position must be accepted (``eta <= p``, inclusive)."""
+    logits = np.log(np.array([[0.5, 0.3, 0.2], [0.5, 0.3, 0.2]]))
+    return _case(logits, logits[:1], [0], [1], [HIGH_ETA_SEED], "block",
+                 "crafted: block eta_g = 0.99973 with p_g = 1")
+
+
+# Block residual design (V = 3, two drafts, both token 0): row 0 gives p_1 = b0(0)/q0(0) = 0.6;
+# at row 1 the token residual (b - q)+ = [0, .1, .4] while the block residual (0.6 b - q)+ =
+# [0, 0, .2]: a block rejection at tau = 1 must never emit token 1.
+_B = np.array([[0.3, 0.4, 0.3], [0.1, 0.4, 0.5], [1 / 3, 1 / 3, 1 / 3]])
+_Q = np.array([[0.5, 0.25, 0.25], [0.6, 0.3, 0.1]])
+
+
+@functools.lru_cache(maxsize=1)
+def block_residual_seeds(count: int = 2, search: int = 4096) -> tuple[int, ...]:
+    """Seeds (position 0) for which the design above rejects at tau = 1 and the race over the token
+    residual would pick another token than the race over the block residual."""
+    from reference import rng
+    from reference.verify import verify_batch
+
+    seeds = np.arange(search, dtype=np.int64)
+    reqs = seeds.size
+    cu = np.arange(reqs + 1, dtype=np.int64) * 2
+    positions = np.zeros(reqs, dtype=np.int64)
+    u_accept = rng.accept_uniforms(seeds, positions, cu)
+    u_sample = rng.sampling_uniforms(seeds, positions, cu, 3)
+    result = verify_batch(np.log(np.tile(_B, (reqs, 1))), np.log(np.tile(_Q, (reqs, 1))),
+                          np.zeros(2 * reqs, np.int64), cu, np.ones(reqs), u_accept, u_sample, "block")
+    exponentials = rng.exponential_from_uniform(u_sample[1::3])  # row 1 of every request
+    with np.errstate(divide="ignore"):
+        token_residual_pick = np.argmax(np.log(np.maximum(_B[1] - _Q[1], 0.0)) - np.log(exponentials), axis=1)
+    tau = result.num_emitted - 1
+    killers = np.flatnonzero((tau == 1) & (result.output_token_ids[:, 1] != token_residual_pick))
+    return tuple(int(s) for s in seeds[killers[:count]])
+
+
+def block_residual_case() -> Case:
+    seeds = list(block_residual_seeds())
+    reqs = len(seeds)
+    return _case(np.log(np.tile(_B, (reqs, 1))), np.log(np.tile(_Q, (reqs, 1))), [0, 0] * reqs, [2] * reqs,
+                 seeds, "block", "crafted: block rejection at tau = 1 where (p b - q)+ != (b - q)+ changes the race")
+
+
+# Empty residual from float32 rounding (V = 1024, token method, one draft x = 1023): target row 0 is
+# 1023 zeros and -2^-16 at x, the draft row is all zeros. Both row sums round to 1024 in float32, so
+# every computed log q_v >= log b_v: the float32 residual is EMPTY, although in exact arithmetic
+# b_v > q_v by ~1e-8 off x. A rejection needs u >= exp(-2^-16) ~ 1 - 1.5e-5.
+_EMPTY_VOCAB, _EMPTY_X = 1024, 1023
+
+
+@functools.lru_cache(maxsize=1)
+def empty_residual_seed(search: int = 1 << 19) -> int:
+    """A seed (position 0) that rejects x, where the oracle's residual draw (over the 1023 tokens
+    off x) equals the fallback draw over the target row, and is not token 0."""
+    from reference import rng
+
+    seeds = np.arange(search, dtype=np.int64)
+    eta = rng.accept_uniforms(seeds, np.zeros(search, np.int64), np.arange(search + 1, dtype=np.int64))
+    for seed in seeds[eta >= np.exp(-(2.0**-16)) + 2e-6]:
+        exponentials = rng.exponential_from_uniform(rng.sampling_uniforms([seed], [0], [0, 1], _EMPTY_VOCAB)[0])
+        score = -np.log(exponentials)
+        residual_pick = int(np.argmax(np.where(np.arange(_EMPTY_VOCAB) == _EMPTY_X, -np.inf, score)))
+        fallback_pick = int(np.argmax(score - np.where(np.arange(_EMPTY_VOCAB) == _EMPTY_X, 2.0**-16, 0.0)))
+        if residual_pick == fallback_pick != 0:
+            return int(seed)
+    raise RuntimeError("no seed found for the empty-residual case")
+
+
+def empty_residual_case() -> Case:
+    """Token rejection whose float32 residual is empty: the documented fallback (the target row with
+    the same uniforms) must be sampled, which here emits what the oracle emits."""
+    target = np.zeros((2, _EMPTY_VOCAB), dtype=np.float32)
+    target[0, _EMPTY_X] = -(2.0**-16)
+    return _case(target, np.zeros((1, _EMPTY_VOCAB)), [_EMPTY_X], [1], [empty_residual_seed()], "token",
+                 "crafted: token rejection with an empty float32 residual (fallback to the target row)")
+
+
+def crafted_cases(methods) -> list[Case]:
+    """The crafted coupled cases that apply to a kernel claiming ``methods``."""
+    methods = sorted(methods)
+    if not methods:
+        return []
+    cases = [tiny_uniform_case(methods[0])]
+    if "token" in methods:
+        cases.append(empty_residual_case())
+    if "block" in methods:
+        cases += [high_eta_block_case(), block_residual_case()]
+    return cases

@@ -1,0 +1,34 @@
+"""The crafted coupled cases still contain the rare event each one is built around."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness import crafted
+from reference import rng
+
+
+def test_tiny_uniform_seed_still_gives_a_uniform_below_two_to_minus_25():
+    u = rng.sampling_uniforms([crafted.TINY_UNIFORM_SEED], [0], [0, 0], crafted.TINY_UNIFORM_VOCAB)[0]
+    assert u[crafted.TINY_UNIFORM_INDEX] < 2.0**-25
+    assert np.float32(1.0) - u[crafted.TINY_UNIFORM_INDEX] == np.float32(1.0)  # the float32 trap
+
+
+def test_high_eta_seed_is_within_1e3_of_one():
+    eta = rng.accept_uniforms([crafted.HIGH_ETA_SEED], [0], [0, 1])[0]
+    assert 1.0 - 1e-3 < eta < 1.0
+
+
+def test_block_residual_seeds_exist_and_cases_build():
+    assert len(crafted.block_residual_seeds()) == 2
+    cases = crafted.crafted_cases({"token", "block"})
+    assert [c.method for c in cases] == ["block", "token", "block", "block"]
+    assert not crafted.crafted_cases(())
+    assert all(c.label.startswith("crafted:") for c in cases)
+
+
+def test_empty_residual_seed_rejects_the_draft():
+    seed = crafted.empty_residual_seed()
+    eta = rng.accept_uniforms([seed], [0], [0, 1])[0]
+    assert np.log(np.float32(eta)) > -(2.0**-16)  # log u + log q(x) >= log b(x): rejected
+    assert [c.method for c in crafted.crafted_cases({"token"})] == ["token", "token"]
