@@ -2,7 +2,9 @@
 
 - Selects compiled Triton or the CPU interpreter BEFORE triton is imported anywhere
   (``TRITON_INTERPRET=1`` when no CUDA device is present).
-- Registers the Hypothesis profiles of ``harness.profiles`` and loads the active one.
+- Registers the Hypothesis profiles of ``harness.profiles`` and loads the active one: ``ci`` on every
+  machine unless ``SPECFUZZ_PROFILE`` names another (set here, so subprocesses the tests start inherit
+  it). The suite is a fast gate; the ``gpu`` profile is what ``python -m harness check`` runs on a GPU.
 - ``--kernel SPEC`` (``package.module:attr``) names the kernel under test for the kernel-agnostic
   property tests, ``--device cpu|cuda`` the device its tensors live on; fixtures ``kernel_spec``,
   ``kernel_under_test``, ``test_device`` and ``run_context`` hand them to tests.
@@ -20,6 +22,7 @@ from hypothesis import settings
 import kernels._device  # noqa: F401  (must precede every triton import)
 from harness.profiles import active_profile_name, register_hypothesis_profiles
 
+os.environ.setdefault("SPECFUZZ_PROFILE", "ci")
 register_hypothesis_profiles()
 settings.load_profile(active_profile_name())
 

@@ -1,7 +1,8 @@
 """False-alarm calibration: the statistical properties run on a CORRECT kernel with N independent seeds.
 
 ``python -m harness calibrate --kernel SPEC --runs N [--profile P] [--seed S] [--only NAME ...]
-[--max-samples M] [--budget SECONDS] [--report DIR]``
+[--max-samples M] [--budget SECONDS] [--report DIR]``; ``python -m harness calibrate --merge DIR...
+[--report DIR]`` pools shards (for example one per GPU, each with its own ``--seed``).
 
 On a correct kernel every rejection is a false alarm, so this measures what the statistics promise:
 - first-stage rejections: each assertion rejects with probability <= its stated ``alpha``, so over
@@ -95,9 +96,9 @@ def calibrate(
 
     tallies = {p.name: PropertyCalibration(p.name) for p in properties}
     root = RunContext(profile, device, root_seed)
-    started = time.monotonic()
+    campaign_started = time.monotonic()
     for i in range(runs):
-        if budget_s is not None and time.monotonic() - started > budget_s:
+        if budget_s is not None and time.monotonic() - campaign_started > budget_s:
             progress(f"calibrate: time budget spent after {i} of {runs} runs")
             break
         for prop in properties:
@@ -127,6 +128,29 @@ def calibrate(
             f"{sum(t.failed_runs for t in tallies.values())} failed property runs"
         )
     return tallies
+
+
+def merge_tallies(paths: list[str]) -> tuple[dict[str, PropertyCalibration], dict]:
+    """Pool the raw tallies of several ``calibration.json`` files (shards run with distinct root
+    seeds, e.g. one per GPU); returns the tallies and the shards' header fields."""
+    tallies: dict[str, PropertyCalibration] = {}
+    headers = {"kernel": set(), "profile": set(), "device": set(), "seed": [], "runs": 0}
+    for path in paths:
+        file = Path(path) / "calibration.json" if Path(path).is_dir() else Path(path)
+        data = json.loads(file.read_text())
+        for key in ("kernel", "profile", "device"):
+            headers[key].add(data[key])
+        headers["seed"].append(data["seed"])
+        headers["runs"] += data["runs"]
+        for name, raw in data["raw"].items():
+            pooled = tallies.setdefault(name, PropertyCalibration(name))
+            for key in ("runs", "errors", "first_stage_rejections", "confirmed_rejections", "failed_runs", "seconds"):
+                setattr(pooled, key, getattr(pooled, key) + raw[key])
+            pooled.p_values += raw["p_values"]
+            pooled.alphas += raw["alphas"]
+    if len(set(headers["seed"])) != len(headers["seed"]):
+        raise ValueError("calibration shards share a root seed: their runs are not independent")
+    return tallies, {k: (", ".join(sorted(v)) if isinstance(v, set) else v) for k, v in headers.items()}
 
 
 def verdict(summaries: list[dict], tail_alpha: float) -> tuple[bool, list[str]]:
@@ -182,24 +206,38 @@ def _cmd_calibrate(args) -> int:
     from harness.plugins import PluginError, load_kernel
     from harness.profiles import PROFILES, active_profile_name
 
-    try:
-        kernel = load_kernel(args.kernel)
-        props = [p for p in statistical_properties(args.only) if p.claimed(kernel)]
-    except (PluginError, ValueError) as exc:
-        print(f"calibrate: {exc}", file=sys.stderr)
-        return 2
-    profile = PROFILES[args.profile or active_profile_name()]
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    print(
-        f"calibrate: kernel {args.kernel}, {args.runs} runs x {len(props)} properties "
-        f"({', '.join(p.name for p in props)}), profile {profile.name}, device {device}, seed {seed}"
-        + (f", samples capped at {args.max_samples}" if args.max_samples else "")
-    )
     started = time.perf_counter()
-    tallies = calibrate(
-        kernel, args.kernel, profile, device, seed, args.runs, props, args.max_samples, args.budget
-    )
+    if args.merge:
+        try:
+            tallies, header = merge_tallies(args.merge)
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"calibrate --merge: {exc}", file=sys.stderr)
+            return 2
+        kernel_spec, profile_name, device, seed, runs = (header[k] for k in ("kernel", "profile", "device", "seed",
+                                                                              "runs"))
+        print(f"calibrate: merged {len(args.merge)} shards, {runs} runs, seeds {seed}")
+    else:
+        if args.runs is None:
+            print("calibrate: --runs is required (or --merge DIR...)", file=sys.stderr)
+            return 2
+        try:
+            kernel = load_kernel(args.kernel)
+            props = [p for p in statistical_properties(args.only) if p.claimed(kernel)]
+        except (PluginError, ValueError) as exc:
+            print(f"calibrate: {exc}", file=sys.stderr)
+            return 2
+        profile = PROFILES[args.profile or active_profile_name()]
+        device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+        kernel_spec, profile_name, runs = args.kernel, profile.name, args.runs
+        print(
+            f"calibrate: kernel {args.kernel}, {args.runs} runs x {len(props)} properties "
+            f"({', '.join(p.name for p in props)}), profile {profile.name}, device {device}, seed {seed}"
+            + (f", samples capped at {args.max_samples}" if args.max_samples else "")
+        )
+        tallies = calibrate(
+            kernel, args.kernel, profile, device, seed, args.runs, props, args.max_samples, args.budget
+        )
     summaries = [t.summary() for t in tallies.values()]
     ok, reasons = verdict(summaries, args.tail_alpha)
     print(format_table(summaries))
@@ -218,11 +256,11 @@ def _cmd_calibrate(args) -> int:
             json.dumps(
                 {
                     "schema": "specfuzz-calibration/1",
-                    "kernel": args.kernel,
-                    "profile": profile.name,
+                    "kernel": kernel_spec,
+                    "profile": profile_name,
                     "device": str(device),
                     "seed": seed,
-                    "runs": args.runs,
+                    "runs": runs,
                     "max_samples": args.max_samples,
                     "calibrated": ok,
                     "reasons": reasons,
@@ -243,7 +281,9 @@ def add_cli(subparsers) -> None:
         "calibrate", help="false-alarm rate of the statistical properties on a correct kernel"
     )
     p.add_argument("--kernel", default=DEFAULT_KERNEL_SPEC)
-    p.add_argument("--runs", type=int, required=True, help="independent seeds per property")
+    p.add_argument("--runs", type=int, default=None, help="independent seeds per property")
+    p.add_argument("--merge", nargs="+", default=None, metavar="DIR",
+                   help="pool the calibration.json of shards run with distinct --seed (no new runs)")
     p.add_argument("--profile", default=None)
     p.add_argument("--device", choices=("cpu", "cuda"), default=None)
     p.add_argument("--seed", type=int, default=None, help="root seed (default: fresh, printed)")

@@ -63,3 +63,34 @@ def test_short_real_run_collects_every_assertion():
     assert t.runs == 2 and t.errors == 0 and len(t.p_values) == len(t.alphas) > 0
     assert all(0.0 <= p <= 1.0 for p in t.p_values) and all(0 < a < 1e-3 for a in t.alphas)
     assert t.first_stage_rejections == 0
+
+
+def _shard(tmp_path, name, seed, p_values, rejections):
+    import json
+    from dataclasses import asdict
+
+    tally = PropertyCalibration("conditional_law", runs=len(p_values), p_values=list(p_values),
+                                alphas=[1e-7] * len(p_values), first_stage_rejections=rejections)
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "calibration.json").write_text(json.dumps({
+        "kernel": "k", "profile": "ci", "device": "cuda:0", "seed": seed, "runs": len(p_values),
+        "raw": {"conditional_law": asdict(tally)}}))
+    return str(folder)
+
+
+def test_merged_shards_pool_every_assertion_and_refuse_shared_seeds(tmp_path):
+    import pytest
+
+    from harness.calibrate import merge_tallies
+
+    a = _shard(tmp_path, "a", 1, [0.5, 0.25], 0)
+    b = _shard(tmp_path, "b", 2, [0.75], 1)
+    tallies, header = merge_tallies([a, b])
+    pooled = tallies["conditional_law"]
+    assert pooled.p_values == [0.5, 0.25, 0.75] and pooled.first_stage_rejections == 1 and pooled.runs == 3
+    assert header["runs"] == 3 and header["seed"] == [1, 2]
+    ok, reasons = verdict([pooled.summary()], 1e-3)
+    assert not ok and "rejections where at most" in reasons[0]  # 1 rejection against 3e-7 expected
+    with pytest.raises(ValueError, match="share a root seed"):
+        merge_tallies([a, _shard(tmp_path, "c", 1, [0.5], 0)])
