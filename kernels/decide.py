@@ -176,7 +176,9 @@ def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids
 
     if DECIDE:
         ids = tl.where(rows < tau, x, -1)
-        greedy_emit = tl.where(rows == tau, _pick(t_arg, rows, tau).to(tl.int64), ids)
+        # Clamped: on the GPU an all-NaN row's block argmax can name a masked lane (found by fuzzing, V=1).
+        arg = tl.minimum(tl.maximum(_pick(t_arg, rows, tau), 0), vocab_size - 1)
+        greedy_emit = tl.where(rows == tau, arg.to(tl.int64), ids)
         ids = tl.where(greedy, greedy_emit, ids)
         out_row = req.to(tl.int64) * out_width
         tl.store(out_ids_ptr + out_row + rows, ids, mask=rows < out_width)

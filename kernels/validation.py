@@ -47,6 +47,9 @@ def check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_to
     """Everything that can be checked without reading device memory."""
     _tensor("target_logits", target_logits, 2, LOGIT_DTYPES, None)
     device = target_logits.device
+    if not kernels._device.INTERPRETING and device.type != "cuda":
+        _fail("target_logits", f"on {device}: compiled Triton kernels need CUDA tensors "
+                               "(TRITON_INTERPRET=1 runs them on the CPU)")
     num_logits, vocab_size = target_logits.shape
     if vocab_size < 1:
         _fail("target_logits", "vocabulary size must be >= 1")

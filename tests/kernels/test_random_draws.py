@@ -21,11 +21,11 @@ def test_random_draws_bit_equal_to_reference(seed):
     batch.seeds[0] = -1  # all-ones key words
     batch.positions[1] = 2**32 - 1  # carry into c2
     accept, sampling = kernels.random_draws(*batch.args())
-    cu, seeds, pos = (t.numpy() for t in (batch.cu_num_draft_tokens, batch.seeds, batch.positions))
+    cu, seeds, pos = (t.cpu().numpy() for t in (batch.cu_num_draft_tokens, batch.seeds, batch.positions))
     print(f"seed {seed}")
     assert accept.dtype == sampling.dtype == torch.float32
-    np.testing.assert_array_equal(accept.numpy(), rng_ref.accept_uniforms(seeds, pos, cu))
-    np.testing.assert_array_equal(sampling.numpy(), rng_ref.sampling_uniforms(seeds, pos, cu, 1100))
+    np.testing.assert_array_equal(accept.cpu().numpy(), rng_ref.accept_uniforms(seeds, pos, cu))
+    np.testing.assert_array_equal(sampling.cpu().numpy(), rng_ref.sampling_uniforms(seeds, pos, cu, 1100))
     assert (sampling > 0).all() and (sampling < 1).all()
 
 

@@ -150,11 +150,18 @@ def test_good_input_passes_the_checks(monkeypatch):
 
 
 def test_empty_batch():
-    empty = torch.empty((0, 5))
-    no_ids = torch.empty(0, dtype=torch.int64)
-    ids, num, lp = kernels.rejection_sample(empty, None, no_ids, torch.zeros(1, dtype=torch.int32),
-                                            torch.empty(0), no_ids, no_ids.clone(), want_logprobs=True)
+    empty = torch.empty((0, 5), device=DEVICE)
+    no_ids = torch.empty(0, dtype=torch.int64, device=DEVICE)
+    ids, num, lp = kernels.rejection_sample(empty, None, no_ids, torch.zeros(1, dtype=torch.int32, device=DEVICE),
+                                            torch.empty(0, device=DEVICE), no_ids, no_ids.clone(), want_logprobs=True)
     assert ids.shape == (0, 1) and num.shape == (0,) and lp.shape == (0, 1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (compiled kernels)")
+def test_cpu_tensors_on_a_gpu_machine_raise_before_any_launch():
+    batch = make_batch(2, num_reqs=2, max_k=2, vocab=16, device="cpu")
+    with pytest.raises(ValueError, match="target_logits: on cpu"):
+        kernels.rejection_sample(*batch.args())
 
 
 @pytest.mark.interpreter
