@@ -119,9 +119,9 @@ def test_a_kernel_too_slow_for_the_profile_is_reported_not_run():
             return self.inner.verify(batch)
 
     ctx = _ctx(0)
-    ctx.extra["statistical_seconds_per_request"] = {}
+    ctx.extra["statistical_kernel_cost"] = {}
     slow = Slow()
-    ctx.extra["statistical_seconds_per_request"][id(slow)] = 1.0  # pretend: 1 s per request
+    ctx.extra["statistical_kernel_cost"][id(slow)] = (0.0, 1.0)  # pretend: 1 s per request
     result = REGISTRY["conditional_law"].run(slow, ctx)
     assert result.verdict == SKIPPED and "not run" in result.note and not result.statistics
 
@@ -135,7 +135,7 @@ def test_triton_kernels_conditional_law_with_a_small_sample_cap():
     kernel = load_kernel("harness.adapters.triton_kernels:kernel")
     ctx = _ctx(3, "harness.adapters.triton_kernels:kernel", stat_max_samples=16)
     # Run regardless of the measured speed: on a loaded CI machine the projection alone could skip it.
-    ctx.extra["statistical_seconds_per_request"] = {id(kernel): 0.0}
+    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 0.0)}
     result = REGISTRY["conditional_law"].run(kernel, ctx)
     assert result.verdict == PASS, [f.message for f in result.failures]
 
@@ -144,3 +144,15 @@ def test_a_statistical_property_with_no_assertion_is_skipped_not_passed():
     from harness.properties.statistical import _result
 
     assert _result("conditional_law", 0.0, [], [], 0).verdict == SKIPPED
+
+
+def test_projection_counts_per_call_cost_by_batches():
+    """A GPU-like kernel (cost per call, none per request) is projected by its number of calls."""
+    from harness.properties.statistical import projected_seconds
+
+    ctx = RunContext(PROFILES["ci"], torch.device("cpu"), 1)
+    kernel = object()
+    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.5, 0.0)}
+    assert projected_seconds(kernel, ctx, 100_000) == 0.5 * 49  # 2048 replicas per CPU batch
+    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 1e-3)}
+    assert projected_seconds(kernel, ctx, 100_000) == 100.0
