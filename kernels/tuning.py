@@ -58,7 +58,11 @@ def launch_jit(*, counts: tuple[str, ...] = (), small_pointers: tuple[str, ...] 
     pattern, and chunks or fuzzed batches hit many) and without alignment specialisation of
     ``small_pointers`` (metadata, outputs and workspace views read one scalar per program: chunk
     slices start at any offset). Logit pointers, strides and ``vocab_size`` stay specialised:
-    they decide vectorised loads in the bandwidth-bound passes and are fixed per model."""
+    they decide vectorised loads in the bandwidth-bound passes and are fixed per model. Launches go
+    through ``kernels.launch.FastLaunch``."""
     import triton
 
-    return triton.jit(do_not_specialize=counts, do_not_specialize_on_alignment=small_pointers)
+    from kernels.launch import FastLaunch
+
+    jit = triton.jit(do_not_specialize=counts, do_not_specialize_on_alignment=small_pointers)
+    return lambda fn: FastLaunch(jit(fn))
