@@ -25,6 +25,8 @@ CPU = torch.device("cpu")
 
 
 def _ctx(seed: int, spec: str = TORCH_EAGER, **extra) -> RunContext:
+    # These tests check verdicts, not speed: no "too slow" skips on a loaded machine.
+    extra.setdefault("stat_seconds_per_property", 1800.0)
     return RunContext(PROFILES["ci"], CPU, seed, spec, extra=dict(extra))
 
 
@@ -133,7 +135,10 @@ def test_triton_kernels_conditional_law_with_a_small_sample_cap():
     law with 16 samples per assertion (a smoke test: certain failures still show, chi-square power is
     negligible); the GPU profile runs it at full power."""
     kernel = load_kernel("harness.adapters.triton_kernels:kernel")
-    ctx = _ctx(3, "harness.adapters.triton_kernels:kernel", stat_max_samples=16)
+    from kernels._device import default_device
+
+    ctx = RunContext(PROFILES["ci"], default_device(), 3, "harness.adapters.triton_kernels:kernel",
+                     extra={"stat_max_samples": 16})
     # Run regardless of the measured speed: on a loaded CI machine the projection alone could skip it.
     ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 0.0)}
     result = REGISTRY["conditional_law"].run(kernel, ctx)
