@@ -9,7 +9,12 @@ launcher with the same arguments Triton itself would pass.
 Correctness rests on the cache key being at least as fine as Triton's: per argument the tensor dtype
 and 16-byte alignment, the int's range class, ``== 1`` and ``% 16``, bools and other values verbatim,
 the constexpr keywords and ``num_warps``, and the current device. Launch hooks (profilers) or the CPU
-interpreter always take Triton's own path. ``SPECFUZZ_FAST_LAUNCH=0`` turns this off.
+interpreter always take Triton's own path.
+
+OPT-IN (``SPECFUZZ_FAST_LAUNCH=1``) until measured: on the H200 (triton 3.6) the fast path was never
+taken in the one profiled run, because 3.6 keeps launch hooks in empty ``HookChain`` objects rather
+than None and the hook check read them as set; that check is fixed (``_hook_active``) but the fast
+path itself has not run on a GPU yet (docs/kernels.md, performance log).
 """
 
 from __future__ import annotations
@@ -33,13 +38,18 @@ def _arg_key(arg):
     return (type(arg), arg)
 
 
+def _hook_active(hook) -> bool:
+    """Triton 3.6 keeps launch hooks in (usually empty) ``HookChain`` objects, older ones as None."""
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
 def _hooks_set() -> bool:
     try:
         from triton import knobs
     except ImportError:  # older Triton: no knobs module, no hooks to honour here
         return False
     runtime = knobs.runtime
-    return runtime.launch_enter_hook is not None or runtime.launch_exit_hook is not None
+    return _hook_active(runtime.launch_enter_hook) or _hook_active(runtime.launch_exit_hook)
 
 
 def _current_raw_stream(device: int) -> int:
@@ -65,7 +75,7 @@ class FastLaunch:
         return getattr(self.fn, name)
 
     def launch(self, grid, args, kwargs):
-        if kernels._device.INTERPRETING or os.environ.get("SPECFUZZ_FAST_LAUNCH", "1") == "0" or _hooks_set():
+        if kernels._device.INTERPRETING or os.environ.get("SPECFUZZ_FAST_LAUNCH", "0") != "1" or _hooks_set():
             return self.fn[grid](*args, **kwargs)
         device = torch.cuda.current_device()
         key = (device, tuple(map(_arg_key, args)), tuple(sorted(kwargs.items())))

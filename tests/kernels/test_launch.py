@@ -33,6 +33,7 @@ class FakeJit:
 
 
 def test_reuses_the_compiled_kernel_per_specialisation(monkeypatch):
+    monkeypatch.setenv("SPECFUZZ_FAST_LAUNCH", "1")
     monkeypatch.setattr(kernels._device, "INTERPRETING", False)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(launch, "_current_raw_stream", lambda device: 1234)
@@ -54,13 +55,26 @@ def test_reuses_the_compiled_kernel_per_specialisation(monkeypatch):
     assert len(jit.slow_calls) == 6
 
 
-def test_interpreter_and_opt_out_take_tritons_path(monkeypatch):
+def test_interpreter_default_and_hooks_take_tritons_path(monkeypatch):
     jit = FakeJit()
     fast = launch.FastLaunch(jit)
+    monkeypatch.setenv("SPECFUZZ_FAST_LAUNCH", "1")
     monkeypatch.setattr(kernels._device, "INTERPRETING", True)
     fast[(1,)](torch.zeros(2), 32, BLOCK=16, FLAG=True)
     fast[(1,)](torch.zeros(2), 32, BLOCK=16, FLAG=True)
     monkeypatch.setattr(kernels._device, "INTERPRETING", False)
-    monkeypatch.setenv("SPECFUZZ_FAST_LAUNCH", "0")
+    monkeypatch.setattr(launch, "_hooks_set", lambda: True)  # a profiler's hook: Triton's path
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     fast[(1,)](torch.zeros(2), 32, BLOCK=16, FLAG=True)
-    assert len(jit.slow_calls) == 3 and fast.arg_names == FakeJit.arg_names
+    monkeypatch.delenv("SPECFUZZ_FAST_LAUNCH")  # the default is off
+    fast[(1,)](torch.zeros(2), 32, BLOCK=16, FLAG=True)
+    assert len(jit.slow_calls) == 4 and fast.arg_names == FakeJit.arg_names
+
+
+def test_empty_hook_chains_do_not_count_as_hooks():
+    class Chain:
+        def __init__(self, calls):
+            self.calls = calls
+
+    assert not launch._hook_active(None) and not launch._hook_active(Chain([]))
+    assert launch._hook_active(Chain([print])) and launch._hook_active(print)
