@@ -3,9 +3,10 @@
 For each shape: median time (CUDA events via ``triton.testing.do_bench``, L2 flushed), effective
 bandwidth as a fraction of the measured device-to-device copy bandwidth (counting one read of every
 logit row, and the reads the algorithm cannot avoid: block verification with draft logits re-reads
-target rows 0..g-1 and all draft rows), the time of the same call with host draft lengths (no sync), the time of a CUDA-graph
-replay (``kernels.capture_verify``, checked equal to the direct call), the speed-up over ``bench/torch_eager.py`` and the host (CPU) time of one no-sync call. Ends with the
-peak-memory check of a 512 x 8 x 262144 call.
+target rows 0..g-1 and all draft rows), the time of the same call with host draft lengths (no sync),
+the time of a CUDA-graph replay (``kernels.capture_verify``, checked equal to the direct call), the
+speed-up over ``bench/torch_eager.py`` and the host (CPU) time of one no-sync call. Ends with a
+summary of the issue-3 targets and the peak-memory check of a 512 x 8 x 262144 call.
 Usage: ``PYTHONPATH=. python3 bench/bench_kernels.py [--quick] [--requests 128 512] ...``.
 """
 
@@ -122,7 +123,8 @@ def bench_one(args, reqs, k, vocab, dtype_name, method, draft_kind, copy_bw, gen
     pct1, pct_alg = 100 * one_read / best / copy_bw, 100 * (one_read + second) / best / copy_bw
     print(f"{reqs:5d} {k:2d} {vocab:7d} {dtype_name:5s} {method:6s} {draft_kind:7s} "
           f"{ms * 1e3:10.1f} {ms_nosync * 1e3:10.1f} {ms_graph * 1e3:9.1f} {pct1:7.1f} "
-          f"{pct_alg:7.1f} {eager_ratio:8.1f} {host_us:8.1f}{'' if graph_ok else '  GRAPH MISMATCH'}", flush=True)
+          f"{pct_alg:7.1f} {eager_ratio:8.1f} {host_us:8.1f}{'' if graph_ok else '  GRAPH MISMATCH'}",
+          flush=True)
     return dict(reqs=reqs, k=k, vocab=vocab, dtype=dtype_name, method=method, draft=draft_kind, us=ms * 1e3,
                 us_nosync=ms_nosync * 1e3, us_graph=ms_graph * 1e3, pct1=pct1, pct_alg=pct_alg,
                 eager=eager_ratio, host_us=host_us, graph_ok=graph_ok)
@@ -140,7 +142,8 @@ def summarise(rows) -> None:
         for dtype in sorted({r["dtype"] for r in group}):
             vals = sorted(r[key] for r in group if r["dtype"] == dtype)
             if vals:
-                print(f"  {name} {dtype}: min {vals[0]:.1f}  median {vals[len(vals) // 2]:.1f}  max {vals[-1]:.1f}"
+                print(f"  {name} {dtype}: min {vals[0]:.1f}  median {vals[len(vals) // 2]:.1f}"
+                      f"  max {vals[-1]:.1f}"
                       f"  (>= 70%: {sum(v >= 70 for v in vals)}/{len(vals)})")
     eager = [r["eager"] for r in big if r["eager"] == r["eager"]]
     if eager:
@@ -258,7 +261,8 @@ def main(argv=None):
     copy_bw = copy_bandwidth()
     print(f"device-to-device copy bandwidth: {copy_bw / 1e9:.0f} GB/s", flush=True)
     print(f"{'reqs':>5} {'k':>2} {'V':>7} {'dtype':5s} {'method':6s} {'draft':7s} {'us':>10} "
-          f"{'us_nosync':>10} {'us_graph':>9} {'%1read':>7} {'%alg':>7} {'x_eager':>8} {'host_us':>8}", flush=True)
+          f"{'us_nosync':>10} {'us_graph':>9} {'%1read':>7} {'%alg':>7} {'x_eager':>8} {'host_us':>8}",
+          flush=True)
     if args.sweep:
         return sweep(args)
     gen = torch.Generator(device="cuda").manual_seed(0)

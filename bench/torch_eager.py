@@ -41,7 +41,8 @@ def uniforms(seed, position, stream: int, vocab_index) -> torch.Tensor:
     ``v & 3`` of the Philox call with ``c0 = v >> 2``."""
     vocab_index = torch.as_tensor(vocab_index, device=position.device)
     words = philox_words(
-        seed, vocab_index >> 2, position & _MASK32, (position >> 32) & _MASK32, torch.full_like(position, stream)
+        seed, vocab_index >> 2, position & _MASK32, (position >> 32) & _MASK32,
+        torch.full_like(position, stream),
     )
     word = torch.broadcast_to(vocab_index & 3, words.shape[:-1])
     bits = torch.gather(words, -1, word.unsqueeze(-1).to(torch.int64)).squeeze(-1)

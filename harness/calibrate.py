@@ -144,7 +144,9 @@ def merge_tallies(paths: list[str]) -> tuple[dict[str, PropertyCalibration], dic
         headers["runs"] += data["runs"]
         for name, raw in data["raw"].items():
             pooled = tallies.setdefault(name, PropertyCalibration(name))
-            for key in ("runs", "errors", "first_stage_rejections", "confirmed_rejections", "failed_runs", "seconds"):
+            counters = ("runs", "errors", "first_stage_rejections", "confirmed_rejections", "failed_runs",
+                        "seconds")
+            for key in counters:
                 setattr(pooled, key, getattr(pooled, key) + raw[key])
             pooled.p_values += raw["p_values"]
             pooled.alphas += raw["alphas"]
@@ -213,8 +215,8 @@ def _cmd_calibrate(args) -> int:
         except (OSError, ValueError, KeyError) as exc:
             print(f"calibrate --merge: {exc}", file=sys.stderr)
             return 2
-        kernel_spec, profile_name, device, seed, runs = (header[k] for k in ("kernel", "profile", "device", "seed",
-                                                                              "runs"))
+        fields = ("kernel", "profile", "device", "seed", "runs")
+        kernel_spec, profile_name, device, seed, runs = (header[k] for k in fields)
         print(f"calibrate: merged {len(args.merge)} shards, {runs} runs, seeds {seed}")
     else:
         if args.runs is None:

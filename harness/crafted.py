@@ -88,7 +88,8 @@ def block_residual_seeds(count: int = 2, search: int = 4096) -> tuple[int, ...]:
                           np.zeros(2 * reqs, np.int64), cu, np.ones(reqs), u_accept, u_sample, "block")
     exponentials = rng.exponential_from_uniform(u_sample[1::3])  # row 1 of every request
     with np.errstate(divide="ignore"):
-        token_residual_pick = np.argmax(np.log(np.maximum(_B[1] - _Q[1], 0.0)) - np.log(exponentials), axis=1)
+        token_residual = np.log(np.maximum(_B[1] - _Q[1], 0.0))
+        token_residual_pick = np.argmax(token_residual - np.log(exponentials), axis=1)
     tau = result.num_emitted - 1
     killers = np.flatnonzero((tau == 1) & (result.output_token_ids[:, 1] != token_residual_pick))
     return tuple(int(s) for s in seeds[killers[:count]])
@@ -98,7 +99,8 @@ def block_residual_case() -> Case:
     seeds = list(block_residual_seeds())
     reqs = len(seeds)
     return _case(np.log(np.tile(_B, (reqs, 1))), np.log(np.tile(_Q, (reqs, 1))), [0, 0] * reqs, [2] * reqs,
-                 seeds, "block", "crafted: block rejection at tau = 1 where (p b - q)+ != (b - q)+ changes the race")
+                 seeds, "block",
+                 "crafted: block rejection at tau = 1 where (p b - q)+ != (b - q)+ changes the race")
 
 
 # Empty residual from float32 rounding (V = 1024, token method, one draft x = 1023): target row 0 is
@@ -117,7 +119,8 @@ def empty_residual_seed(search: int = 1 << 19) -> int:
     seeds = np.arange(search, dtype=np.int64)
     eta = rng.accept_uniforms(seeds, np.zeros(search, np.int64), np.arange(search + 1, dtype=np.int64))
     for seed in seeds[eta >= np.exp(-(2.0**-16)) + 2e-6]:
-        exponentials = rng.exponential_from_uniform(rng.sampling_uniforms([seed], [0], [0, 1], _EMPTY_VOCAB)[0])
+        uniforms = rng.sampling_uniforms([seed], [0], [0, 1], _EMPTY_VOCAB)[0]
+        exponentials = rng.exponential_from_uniform(uniforms)
         score = -np.log(exponentials)
         residual_pick = int(np.argmax(np.where(np.arange(_EMPTY_VOCAB) == _EMPTY_X, -np.inf, score)))
         fallback_pick = int(np.argmax(score - np.where(np.arange(_EMPTY_VOCAB) == _EMPTY_X, 2.0**-16, 0.0)))

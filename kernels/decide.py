@@ -6,7 +6,8 @@ uniforms and decides (docs/interfaces.md section 2):
 
 - greedy rows: accept while ``x == argmax`` (lowest index on ties), emit the argmax of the first
   mismatching row (or of the bonus row);
-- token: accept while ``u * q(x) < b(x)``, evaluated as ``log u + log q(x) < log b(x)``; the correction is sampled later from ``(b - q)_+``;
+- token: accept while ``u * q(x) < b(x)``, evaluated as ``log u + log q(x) < log b(x)``; the
+  correction is sampled later from ``(b - q)_+``;
 - block (SPEC.md section 2): ``log p_i = min(log p_{i-1} + log b(x_i) - log q(x_i), 0)`` clipped at
   every step, ``h_i = Z_{i+1} / (Z_{i+1} + 1 - p_i)`` (1 when the denominator is 0), ``h_g = p_g``,
   ``tau = max{i : eta_i <= h_i}`` scanning every position; the residual ``(p_tau b - q)_+`` is
@@ -42,7 +43,8 @@ def log_prob(x, row_max, inv_t, row_log_sum):
 
 @triton.jit
 def clipped_log_ratio_step(log_p, log_b, log_q):
-    """``log min(p * b / q, 1)``; ``p == 0`` or ``b == 0`` stays 0 even if ``q == 0``; ``q == 0 < b`` gives 1."""
+    """``log min(p * b / q, 1)``; ``p == 0`` or ``b == 0`` stays 0 even if ``q == 0``;
+    ``q == 0 < b`` gives 1."""
     stepped = tl.minimum(log_p + (log_b - log_q), 0.0)
     stepped = tl.where(log_q == NEG_INF, 0.0, stepped)
     return tl.where((log_p == NEG_INF) | (log_b == NEG_INF), NEG_INF, stepped)
@@ -76,8 +78,9 @@ def _pick(values, rows, index):
 @tuning.launch_jit(
     counts=("out_width", "num_target_rows", "vocab_size", "num_vblocks"),
     small_pointers=("draft_ids_ptr", "cu_ptr", "temperature_ptr", "seeds_ptr", "positions_ptr", "blk_max_ptr",
-                    "blk_sum_ptr", "blk_arg_ptr", "row_max_ptr", "row_log_sum_ptr", "row_arg_ptr", "logp_before_ptr",
-                    "z_part_ptr", "tau_ptr", "residual_logp_ptr", "out_ids_ptr", "out_num_ptr", "out_logprobs_ptr"))
+                    "blk_sum_ptr", "blk_arg_ptr", "row_max_ptr", "row_log_sum_ptr", "row_arg_ptr",
+                    "logp_before_ptr", "z_part_ptr", "tau_ptr", "residual_logp_ptr", "out_ids_ptr",
+                    "out_num_ptr", "out_logprobs_ptr"))
 def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr, cu_ptr,
                    temperature_ptr, seeds_ptr, positions_ptr,
                    blk_max_ptr, blk_sum_ptr, blk_arg_ptr, row_max_ptr, row_log_sum_ptr, row_arg_ptr,

@@ -11,11 +11,11 @@ Launches per chunk (docs/kernels.md has the design and the performance log):
 4. ``residual_sample`` one row per sampled request: split-vocabulary race and combine, writes the
                       correction/bonus token and its logprob.
 
-With ``SPECFUZZ_OVERLAP=1`` on CUDA (opt-in, not yet measured), a chunk of many requests is split into
-parts and step 4 (ALU-bound: one Philox per element) runs on a high-priority side stream, overlapping
-the next part's memory-bound passes; the caller's stream waits for it before returning. Results never depend on the split (every decision is
-per request). No host-device synchronisation except the single copy ``validation.check_values``
-makes (skipped when the caller passes ``draft_lengths``).
+With ``SPECFUZZ_OVERLAP=1`` on CUDA (opt-in; measured without gain, docs/kernels.md), a chunk of many
+requests is split into parts and step 4 (ALU-bound) runs on a high-priority side stream, overlapping
+the next part's memory-bound passes; the caller's stream waits for it before returning. Results never
+depend on the split (every decision is per request). No host-device synchronisation except the single
+copy ``validation.check_values`` makes (skipped when the caller passes ``draft_lengths``).
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
     int64 with -1 padding, num_emitted [R] int32, logprobs [R, max_k + 1] float32 with 0.0 padding or
     None)``. ``max_chunk_bytes`` bounds the workspace of one chunk (``None``: unbounded); results do not
     depend on it. ``validate=True`` also rejects NaN or all ``-inf`` rows. ``draft_lengths`` (host
-    ints or a NumPy integer array, optional) skips the one device-to-host copy; the caller then vouches for ``cu``, the draft
-    ids and the temperatures (docs/kernels.md, "Bad input").
+    ints or a NumPy integer array, optional) skips the one device-to-host copy; the caller then vouches
+    for ``cu``, the draft ids and the temperatures (docs/kernels.md, "Bad input").
     """
     check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature, seeds,
                    positions, method, max_chunk_bytes, want_logprobs, draft_lengths)
@@ -80,7 +80,8 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
     device = target_logits.device
     out_ids = torch.empty((num_reqs, width), dtype=torch.int64, device=device)
     out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
-    out_logprobs = torch.empty((num_reqs, width), dtype=torch.float32, device=device) if want_logprobs else None
+    out_logprobs = (torch.empty((num_reqs, width), dtype=torch.float32, device=device) if want_logprobs
+                    else None)
     verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, draft_token_ids,
                 cu_num_draft_tokens, temperature, seeds, positions, lengths, method=method,
                 max_chunk_bytes=max_chunk_bytes)
@@ -118,14 +119,15 @@ def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, dra
         for start, end in overlap_parts(chunk_start, chunk_end, side is not None):
             d0, d1 = int(first_draft[start]), int(first_draft[end])
             if (start, end) == (0, len(lengths)):
-                chunk = ChunkTensors(target_logits, draft_logits, draft_token_ids, cu, temperature, seeds, positions,
-                                     out_ids, out_num, out_logprobs)
+                chunk = ChunkTensors(target_logits, draft_logits, draft_token_ids, cu, temperature, seeds,
+                                     positions, out_ids, out_num, out_logprobs)
             else:
                 chunk = ChunkTensors(
                     target_logits=target_logits[d0 + start:d1 + end],
                     draft_logits=draft_logits[d0:d1] if has_draft else None,
                     draft_token_ids=draft_token_ids[d0:d1], cu=cu[start:end + 1],
-                    temperature=temperature[start:end], seeds=seeds[start:end], positions=positions[start:end],
+                    temperature=temperature[start:end], seeds=seeds[start:end],
+                    positions=positions[start:end],
                     out_ids=out_ids[start:end], out_num=out_num[start:end],
                     out_logprobs=out_logprobs[start:end] if want_logprobs else None,
                 )
@@ -133,23 +135,22 @@ def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, dra
             ws = Workspace.allocate(d1 - d0 + num_reqs, d1 - d0, num_reqs, num_vblocks, race_blocks,
                                     target_logits.device)
             chunk_bytes += ws.nbytes
-            launch_row_stats(ws, chunk.target_logits, chunk.draft_logits, chunk.cu, chunk.temperature, num_reqs,
-                             block_v)
+            launch_row_stats(ws, chunk.target_logits, chunk.draft_logits, chunk.cu, chunk.temperature,
+                             num_reqs, block_v)
             common = dict(block_method=block_method, has_draft=has_draft, want_logprobs=want_logprobs,
                           rows=rows_pow2, nvb_pow2=nvb_pow2)
             launch_decide(ws, chunk, num_reqs, combine=True, decide=not two_stage, **common)
             if two_stage:
                 launch_residual_mass(ws, chunk, num_reqs, block_v)
                 launch_decide(ws, chunk, num_reqs, combine=False, decide=True, **common)
-            sample = lambda: launch_residual_sample(ws, chunk, num_reqs, has_draft=has_draft,
-                                                    want_logprobs=want_logprobs, race_block=race_block,
-                                                    race_blocks=race_blocks, nvb_pow2=race_pow2)
+            race = dict(has_draft=has_draft, want_logprobs=want_logprobs, race_block=race_block,
+                        race_blocks=race_blocks, nvb_pow2=race_pow2)
             if side is None:
-                sample()
+                launch_residual_sample(ws, chunk, num_reqs, **race)
             else:  # the ALU-bound race of this part overlaps the memory-bound passes of the next part
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):
-                    sample()
+                    launch_residual_sample(ws, chunk, num_reqs, **race)
                 ws.record_stream(side)
             del ws
         workspace_sizes.append(chunk_bytes)
@@ -177,4 +178,4 @@ def overlap_parts(start: int, end: int, overlapping: bool) -> list[tuple[int, in
         return [(start, end)]
     parts = min(tuning.OVERLAP_PARTS, num_reqs // tuning.OVERLAP_MIN_PART)
     bounds = [start + (num_reqs * i) // parts for i in range(parts + 1)]
-    return list(zip(bounds[:-1], bounds[1:]))
+    return list(zip(bounds[:-1], bounds[1:], strict=True))

@@ -48,8 +48,8 @@ def capture_verify(target_logits, draft_logits, draft_token_ids, cu_num_draft_to
     check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature, seeds,
                    positions, method, max_chunk_bytes, want_logprobs, draft_lengths)
     lengths = host_lengths(draft_lengths)
-    if not np.array_equal(check_values(draft_token_ids, cu_num_draft_tokens, temperature, target_logits.shape[1]),
-                          lengths):
+    checked = check_values(draft_token_ids, cu_num_draft_tokens, temperature, target_logits.shape[1])
+    if not np.array_equal(checked, lengths):
         raise ValueError("draft_lengths: differ from cu_num_draft_tokens")
     args = (target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature, seeds, positions)
     side = torch.cuda.Stream(device=target_logits.device)
@@ -61,5 +61,6 @@ def capture_verify(target_logits, draft_logits, draft_token_ids, cu_num_draft_to
     out_ids, out_num, out_logprobs = outputs
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        verify_into(out_ids, out_num, out_logprobs, *args, lengths, method=method, max_chunk_bytes=max_chunk_bytes)
+        verify_into(out_ids, out_num, out_logprobs, *args, lengths, method=method,
+                    max_chunk_bytes=max_chunk_bytes)
     return CapturedVerify(graph, outputs)

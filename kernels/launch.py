@@ -75,7 +75,8 @@ class FastLaunch:
         return getattr(self.fn, name)
 
     def launch(self, grid, args, kwargs):
-        if kernels._device.INTERPRETING or os.environ.get("SPECFUZZ_FAST_LAUNCH", "0") != "1" or _hooks_set():
+        opted_in = os.environ.get("SPECFUZZ_FAST_LAUNCH", "0") == "1"
+        if kernels._device.INTERPRETING or not opted_in or _hooks_set():
             return self.fn[grid](*args, **kwargs)
         device = torch.cuda.current_device()
         key = (device, tuple(map(_arg_key, args)), tuple(sorted(kwargs.items())))
@@ -89,6 +90,7 @@ class FastLaunch:
         compiled, constexprs = entry
         grid = tuple(grid) + (1, 1)
         stream = _current_raw_stream(device)
-        compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata, None, None,
-                     None, *args, *constexprs)
+        hooks_and_metadata = (None, None, None)  # launch metadata, enter hook, exit hook: none set
+        compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata,
+                     *hooks_and_metadata, *args, *constexprs)
         return compiled

@@ -18,8 +18,8 @@ from kernels.row_stats import inverse_temperature
 
 @tuning.launch_jit(
     counts=("num_target_rows", "num_vblocks"),
-    small_pointers=("cu_ptr", "temperature_ptr", "row_max_ptr", "row_log_sum_ptr", "row_req_ptr", "logp_before_ptr",
-                    "z_part_ptr"))
+    small_pointers=("cu_ptr", "temperature_ptr", "row_max_ptr", "row_log_sum_ptr", "row_req_ptr",
+                    "logp_before_ptr", "z_part_ptr"))
 def _residual_mass_kernel(target_ptr, draft_ptr, target_stride, draft_stride, cu_ptr, temperature_ptr,
                           row_max_ptr, row_log_sum_ptr, row_req_ptr, logp_before_ptr, z_part_ptr,
                           num_target_rows, vocab_size, num_vblocks, BLOCK_V: tl.constexpr):

@@ -74,7 +74,8 @@ def _race_blocks_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draf
     cols = vblock * BLOCK_V + tl.arange(0, BLOCK_V)
     in_vocab = cols < vocab_size
     log_b, log_e, bonus_scores = _target_race_scores(
-        target_ptr, target_stride, target_row, vblock * BLOCK_V, vocab_size, tl.where(sampled, in_vocab, False),
+        target_ptr, target_stride, target_row, vblock * BLOCK_V, vocab_size,
+        tl.where(sampled, in_vocab, False),
         tl.load(row_max_ptr + target_row), inv_t, tl.load(row_log_sum_ptr + target_row),
         tl.load(seeds_ptr + req), tl.load(positions_ptr + req) + tau, BLOCK_V)
 
@@ -102,8 +103,9 @@ def _race_blocks_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draf
 
 @tuning.launch_jit(
     counts=("out_width", "vocab_size", "num_blocks"),
-    small_pointers=("cu_ptr", "temperature_ptr", "seeds_ptr", "positions_ptr", "row_max_ptr", "row_log_sum_ptr",
-                    "tau_ptr", "res_score_ptr", "res_index_ptr", "out_ids_ptr", "out_logprobs_ptr"))
+    small_pointers=("cu_ptr", "temperature_ptr", "seeds_ptr", "positions_ptr", "row_max_ptr",
+                    "row_log_sum_ptr", "tau_ptr", "res_score_ptr", "res_index_ptr", "out_ids_ptr",
+                    "out_logprobs_ptr"))
 def _emit_winner_kernel(target_ptr, target_stride, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
                         row_max_ptr, row_log_sum_ptr, tau_ptr, res_score_ptr, res_index_ptr,
                         out_ids_ptr, out_logprobs_ptr, out_width, vocab_size, num_blocks,

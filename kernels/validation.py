@@ -5,7 +5,8 @@ Metadata (types, shapes, dtypes, devices) is checked on the host for free. Value
 monotonicity, draft ids in ``[-1, V)``, temperatures ``>= 0`` and not NaN) need the device data: a
 one-program kernel summarises them and they come back in ONE device-to-host copy, which also gives
 the host-side draft lengths chunk planning needs. (This launch is the only one before the checks
-pass; it reads the arguments and writes only its own summary.) A caller that passes ``draft_lengths`` (host ints it already has) skips that copy and
+pass; it reads the arguments and writes only its own summary.) A caller that passes ``draft_lengths``
+(host ints it already has) skips that copy and
 vouches for those values; the kernels still never write out of bounds or emit an id outside
 ``[0, V)`` whatever the values are.
 """
@@ -67,7 +68,8 @@ def check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_to
     if draft_logits is not None:
         _tensor("draft_logits", draft_logits, 2, LOGIT_DTYPES, device)
         if draft_logits.dtype != target_logits.dtype:
-            _fail("draft_logits", f"dtype {draft_logits.dtype} differs from target_logits' {target_logits.dtype}")
+            _fail("draft_logits",
+                  f"dtype {draft_logits.dtype} differs from target_logits' {target_logits.dtype}")
         if tuple(draft_logits.shape) != (num_drafts, vocab_size):
             _fail("draft_logits", f"shape {tuple(draft_logits.shape)}, expected ({num_drafts}, {vocab_size})")
         if vocab_size > 1 and draft_logits.shape[0] and draft_logits.stride(1) != 1:
@@ -79,8 +81,8 @@ def check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_to
             _fail(name, f"has {value.numel()} entries, expected num_reqs = {num_reqs}")
     if method not in METHODS:
         _fail("method", f"must be one of {METHODS}, got {method!r}")
-    if max_chunk_bytes is not None and (isinstance(max_chunk_bytes, bool) or not isinstance(max_chunk_bytes, int)
-                                        or max_chunk_bytes < 1):
+    if max_chunk_bytes is not None and (isinstance(max_chunk_bytes, bool)
+                                        or not isinstance(max_chunk_bytes, int) or max_chunk_bytes < 1):
         _fail("max_chunk_bytes", f"must be a positive int or None, got {max_chunk_bytes!r}")
     if not isinstance(want_logprobs, bool):
         _fail("want_logprobs", f"must be a bool, got {want_logprobs!r}")
@@ -97,7 +99,8 @@ def host_lengths(draft_lengths) -> np.ndarray | None:
     None when it holds anything else (floats, bools, tensors). Vectorised: microseconds for thousands of
     requests."""
     if isinstance(draft_lengths, np.ndarray):
-        return draft_lengths.astype(np.int64) if draft_lengths.ndim == 1 and draft_lengths.dtype.kind in "iu" else None
+        integers = draft_lengths.ndim == 1 and draft_lengths.dtype.kind in "iu"
+        return draft_lengths.astype(np.int64) if integers else None
     values = list(draft_lengths)
     if not set(map(type, values)) <= {int}:
         return None
@@ -112,7 +115,8 @@ def _summarise_values_kernel(cu_ptr, ids_ptr, temperature_ptr, out_ptr, num_reqs
     offs = tl.arange(0, BLOCK)
     for start in range(0, num_reqs + 1, BLOCK):
         idx = start + offs
-        tl.store(out_ptr + idx, tl.load(cu_ptr + idx, mask=idx <= num_reqs).to(tl.int64), mask=idx <= num_reqs)
+        cu = tl.load(cu_ptr + idx, mask=idx <= num_reqs).to(tl.int64)
+        tl.store(out_ptr + idx, cu, mask=idx <= num_reqs)
     low = tl.full((BLOCK,), 2**62, tl.int64)
     high = tl.full((BLOCK,), -(2**62), tl.int64)
     for start in range(0, num_drafts, BLOCK):
@@ -149,7 +153,8 @@ def check_values(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size: 
         _fail("cu_num_draft_tokens", f"ends at {cu[-1]}, expected num_draft_total = {num_drafts}")
     low, high = int(host[num_reqs + 1]), int(host[num_reqs + 2])
     if num_drafts and (low < -1 or high >= vocab_size):
-        _fail("draft_token_ids", f"ids must lie in [0, {vocab_size}) (or be -1 padding), got range [{low}, {high}]")
+        _fail("draft_token_ids",
+              f"ids must lie in [0, {vocab_size}) (or be -1 padding), got range [{low}, {high}]")
     if host[num_reqs + 3]:
         _fail("temperature", f"{int(host[num_reqs + 3])} entries are negative or NaN")
     return lengths

@@ -147,7 +147,8 @@ def sampling_uniforms(seeds, positions, cu_num_draft_tokens, vocab_size: int) ->
     request, offset = _rows_of_requests(cu_num_draft_tokens, 1)
     pos = _row_positions(positions, request, offset)[:, None]
     quads = np.arange((vocab_size + 3) // 4, dtype=np.uint64)[None, :]
-    words = philox4x32(as_uint64(seeds)[request][:, None], quads, pos & _LOW32, pos >> _SHIFT32, SAMPLE_STREAM)
+    keys = as_uint64(seeds)[request][:, None]
+    words = philox4x32(keys, quads, pos & _LOW32, pos >> _SHIFT32, SAMPLE_STREAM)
     bits = np.stack(words, axis=-1).reshape(request.size, 4 * quads.size)[:, :vocab_size]
     return uniform_from_bits(bits)
 

@@ -117,7 +117,8 @@ def too_slow(
 ) -> PropertyResult | None:
     """A "skipped" result explaining the projection when ``total_samples`` would exceed the
     profile's time budget for one property; None when the property can run."""
-    budget = ctx.extra.get("stat_seconds_per_property") or STAT_SECONDS_PER_PROPERTY.get(ctx.profile.name, 600.0)
+    budget = (ctx.extra.get("stat_seconds_per_property")
+              or STAT_SECONDS_PER_PROPERTY.get(ctx.profile.name, 600.0))
     projected = projected_seconds(kernel, ctx, total_samples)
     if projected <= budget:
         return None

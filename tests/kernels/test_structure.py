@@ -152,8 +152,9 @@ def test_good_input_passes_the_checks(monkeypatch):
 def test_empty_batch():
     empty = torch.empty((0, 5), device=DEVICE)
     no_ids = torch.empty(0, dtype=torch.int64, device=DEVICE)
-    ids, num, lp = kernels.rejection_sample(empty, None, no_ids, torch.zeros(1, dtype=torch.int32, device=DEVICE),
-                                            torch.empty(0, device=DEVICE), no_ids, no_ids.clone(), want_logprobs=True)
+    cu = torch.zeros(1, dtype=torch.int32, device=DEVICE)
+    ids, num, lp = kernels.rejection_sample(empty, None, no_ids, cu, torch.empty(0, device=DEVICE), no_ids,
+                                            no_ids.clone(), want_logprobs=True)
     assert ids.shape == (0, 1) and num.shape == (0,) and lp.shape == (0, 1)
 
 
