@@ -76,6 +76,9 @@ def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_sc
     tl.store(blk_max_ptr + out, block_max)
     tl.store(blk_sum_ptr + out, block_sum)
     if greedy:  # the argmax costs ALU; only greedy rows read it
+        # NaN never wins: the interpreter's argmax raises on an all-NaN block; the GPU's can name a
+        # masked lane.
+        x = tl.where(x == x, x, float("-inf"))
         tl.store(blk_arg_ptr + out, tl.argmax(x, axis=0, tie_break_left=True) + vblock * BLOCK_V)
 
 
