@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.merge import failure_key
+from harness.plugins import DEFAULT_KERNEL_SPEC as DEFAULT_KERNEL  # one default for every command
 from harness.properties.base import (
     ERROR,
     FAIL,
@@ -54,7 +55,6 @@ from harness.properties.base import (
     RunContext,
 )
 
-DEFAULT_KERNEL = "harness.adapters.triton_kernels:kernel"
 MARGIN_ELEMENT_CAP = 1 << 22  # oracle margins are computed (for guidance) only for batches this small
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*$")
 

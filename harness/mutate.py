@@ -34,10 +34,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.mutants import CATALOGUE, Mutant, by_name
+from harness.plugins import DEFAULT_KERNEL_SPEC as DEFAULT_KERNEL  # one default for every command
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 KERNELS_DIR = REPO_ROOT / "kernels"
-DEFAULT_KERNEL = "harness.adapters.triton_kernels:kernel"
 KILLED, SURVIVED, TIMEOUT, ERROR, EQUIVALENT, NOT_RUN = (
     "killed",
     "survived",

@@ -34,7 +34,7 @@ from kernels.decide import launch_decide
 from kernels.residual_mass import launch_residual_mass
 from kernels.residual_sample import launch_residual_sample, race_block_size
 from kernels.row_stats import launch_row_stats
-from kernels.validation import check_metadata, check_rows, check_values, host_lengths
+from kernels.validation import check_metadata, check_rows, check_values
 
 
 @dataclass
@@ -66,13 +66,13 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
     ints or a NumPy integer array, optional) skips the one device-to-host copy; the caller then vouches
     for ``cu``, the draft ids and the temperatures (docs/kernels.md, "Bad input").
     """
-    check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature, seeds,
-                   positions, method, max_chunk_bytes, want_logprobs, draft_lengths)
+    host = check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature,
+                          seeds, positions, method, max_chunk_bytes, want_logprobs, draft_lengths)
     vocab_size = target_logits.shape[1]
     if draft_lengths is None:
         lengths = check_values(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size)
     else:
-        lengths = host_lengths(draft_lengths)
+        lengths = host
     if validate:
         check_rows(target_logits, draft_logits)
     num_reqs = lengths.size

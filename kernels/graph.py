@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from kernels.driver import rejection_sample, verify_into
-from kernels.validation import check_metadata, check_values, host_lengths
+from kernels.validation import check_metadata, check_values
 
 
 class CapturedVerify:
@@ -43,11 +43,12 @@ def capture_verify(target_logits, draft_logits, draft_token_ids, cu_num_draft_to
                    max_chunk_bytes: int | None = 1 << 30, want_logprobs: bool = False) -> CapturedVerify:
     """Capture ``rejection_sample`` for this batch layout (CUDA only). ``draft_lengths`` is required:
     the plan must be fixed on the host."""
+    if draft_lengths is None:
+        raise ValueError("draft_lengths: required (the captured plan is fixed on the host)")
     if target_logits.device.type != "cuda":
         raise ValueError("target_logits: capture_verify needs CUDA tensors (CUDA graphs)")
-    check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature, seeds,
-                   positions, method, max_chunk_bytes, want_logprobs, draft_lengths)
-    lengths = host_lengths(draft_lengths)
+    lengths = check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature,
+                             seeds, positions, method, max_chunk_bytes, want_logprobs, draft_lengths)
     checked = check_values(draft_token_ids, cu_num_draft_tokens, temperature, target_logits.shape[1])
     if not np.array_equal(checked, lengths):
         raise ValueError("draft_lengths: differ from cu_num_draft_tokens")

@@ -43,12 +43,16 @@ def _hook_active(hook) -> bool:
     return hook is not None and bool(getattr(hook, "calls", True))
 
 
+try:
+    from triton import knobs as _knobs
+except ImportError:  # older Triton: no knobs module, no hooks to honour here
+    _knobs = None
+
+
 def _hooks_set() -> bool:
-    try:
-        from triton import knobs
-    except ImportError:  # older Triton: no knobs module, no hooks to honour here
+    if _knobs is None:
         return False
-    runtime = knobs.runtime
+    runtime = _knobs.runtime
     return _hook_active(runtime.launch_enter_hook) or _hook_active(runtime.launch_exit_hook)
 
 

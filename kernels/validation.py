@@ -44,8 +44,9 @@ def _tensor(name, value, ndim, dtypes, device):
 
 
 def check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature, seeds,
-                   positions, method, max_chunk_bytes, want_logprobs, draft_lengths) -> None:
-    """Everything that can be checked without reading device memory."""
+                   positions, method, max_chunk_bytes, want_logprobs, draft_lengths) -> np.ndarray | None:
+    """Everything that can be checked without reading device memory. Returns ``draft_lengths`` as an
+    int64 array (None when not given)."""
     _tensor("target_logits", target_logits, 2, LOGIT_DTYPES, None)
     device = target_logits.device
     if not kernels._device.INTERPRETING and device.type != "cuda":
@@ -92,6 +93,8 @@ def check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_to
             _fail("draft_lengths", f"must be {num_reqs} non-negative host ints")
         if int(lengths.sum()) != num_drafts:
             _fail("draft_lengths", f"sum {int(lengths.sum())} != num_draft_total {num_drafts}")
+        return lengths
+    return None
 
 
 def host_lengths(draft_lengths) -> np.ndarray | None:

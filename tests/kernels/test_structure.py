@@ -183,3 +183,9 @@ def test_capture_verify_refuses_cpu_tensors_before_any_launch():
     batch = make_batch(8, num_reqs=2, max_k=2, vocab=16, device="cpu")
     with pytest.raises(ValueError, match="target_logits"):
         kernels.capture_verify(*batch.args(), draft_lengths=batch.lengths)
+
+
+def test_capture_verify_requires_draft_lengths():
+    batch = make_batch(8, num_reqs=2, max_k=2, vocab=16, device="cpu")
+    with pytest.raises(ValueError, match="draft_lengths"):
+        kernels.capture_verify(*batch.args(), draft_lengths=None)
