@@ -56,15 +56,17 @@ def copy_bandwidth() -> float:
 
 
 def make_inputs(reqs, k, vocab, dtype, with_draft, gen):
-    target = torch.randn(reqs * (k + 1), vocab, device="cuda", generator=gen, dtype=torch.float32).to(dtype)
-    draft = torch.randn(reqs * k, vocab, device="cuda", generator=gen).to(dtype) if with_draft else None
+    """Standard-normal logits (draft ids uniform, temperatures in [0.5, 1.5)) on ``gen``'s device."""
+    dev = gen.device
+    target = torch.randn(reqs * (k + 1), vocab, device=dev, generator=gen, dtype=torch.float32).to(dtype)
+    draft = torch.randn(reqs * k, vocab, device=dev, generator=gen).to(dtype) if with_draft else None
     return dict(
         target_logits=target, draft_logits=draft,
-        draft_token_ids=torch.randint(0, vocab, (reqs * k,), device="cuda", generator=gen),
-        cu_num_draft_tokens=(torch.arange(reqs + 1, device="cuda") * k).to(torch.int32),
-        temperature=torch.rand(reqs, device="cuda", generator=gen) + 0.5,
-        seeds=torch.arange(reqs, device="cuda", dtype=torch.int64),
-        positions=torch.arange(reqs, device="cuda", dtype=torch.int64) * 1000,
+        draft_token_ids=torch.randint(0, vocab, (reqs * k,), device=dev, generator=gen),
+        cu_num_draft_tokens=(torch.arange(reqs + 1, device=dev) * k).to(torch.int32),
+        temperature=torch.rand(reqs, device=dev, generator=gen) + 0.5,
+        seeds=torch.arange(reqs, device=dev, dtype=torch.int64),
+        positions=torch.arange(reqs, device=dev, dtype=torch.int64) * 1000,
     )
 
 

@@ -101,13 +101,15 @@ def exponential_from_uniform(u) -> np.ndarray:
     return -np.log1p(-np.asarray(u, dtype=np.float64))
 
 
-def exponential_from_uniform_float32(u) -> np.ndarray:
-    """The kernels' float32 formula for ``-log1p(-u)`` without libdevice (interfaces.md section 1)."""
+def log2_exponential_float32(u) -> np.ndarray:
+    """The kernels' float32 evaluation of ``log2(-log1p(-u))`` (interfaces.md section 1), with exact
+    float32 ``log2`` (compiled kernels use a hardware approximation within ~2^-22 of it)."""
     u = np.asarray(u, dtype=np.float32)
-    y = np.float32(1.0) - u
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = u * np.log(y) / (y - np.float32(1.0))
-    return np.where(y == np.float32(1.0), u, ratio).astype(np.float32)
+    f = np.float32
+    tail = f(0.25) + u * (f(0.2) + u * (f(1 / 6) + u * f(1 / 7)))
+    series = u * (f(1.0) + u * (f(0.5) + u * (f(1 / 3) + u * tail)))
+    direct = f(-0.6931471805599453) * np.log2(f(1.0) - u)
+    return np.log2(np.where(u < f(0.125), series, direct)).astype(np.float32)
 
 
 def random_uniforms(seeds, positions, stream: int, vocab_index=0) -> np.ndarray:

@@ -1,0 +1,80 @@
+"""The race's float32 log2 helpers against float64 (interpreter on CPU, hardware approximations on a GPU).
+
+Race decisions tolerate 1e-4 (natural log) of score error (harness/decision_compare.py); these helpers
+must stay far inside that. Each check fails for a naive formula (see the last test).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+import kernels._device
+from kernels.residual_sample import log2_positive_part
+
+SEED = 20261130
+
+
+@triton.jit
+def _positive_part_kernel(a_ptr, q_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(a_ptr + offs, mask=mask, other=0.0)
+    q = tl.load(q_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, log2_positive_part(a, q), mask=mask)
+
+
+def _edge_pairs():
+    """``a`` over the float32 log2-probability range; ``log_q`` at gaps from -200 to +1, including
+    gaps of a few ulp (near-equal ``p b`` and ``q``), ``-inf`` and NaN."""
+    gen = np.random.default_rng(SEED)
+    gaps = np.concatenate([
+        -np.logspace(-7, np.log10(200.0), 400), [0.0, 1e-3, 1.0, -0.125, -0.12499, -0.12501],
+        -gen.uniform(0, 4, 2000), -gen.uniform(0, 0.2, 2000),
+    ])
+    a = gen.uniform(-120.0, 0.0, gaps.size)
+    a[:3] = [0.0, -1e-7, -126.0]
+    log_q = (a + gaps).astype(np.float32)
+    return a.astype(np.float32), log_q
+
+
+def _run(a, log_q):
+    dev = kernels._device.default_device()
+    out = torch.empty(a.size, dtype=torch.float32, device=dev)
+    _positive_part_kernel[(triton.cdiv(a.size, 1024),)](
+        torch.from_numpy(a).to(dev), torch.from_numpy(log_q).to(dev), out, a.size, BLOCK=1024)
+    return out.cpu().numpy()
+
+
+def _exact(a, log_q):
+    a64, q64 = a.astype(np.float64), log_q.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(q64 < a64, a64 + np.log2(-np.expm1((q64 - a64) * np.log(2.0))), -np.inf)
+
+
+def test_log2_positive_part_matches_float64_on_float32_inputs():
+    a, log_q = _edge_pairs()
+    got, want = _run(a, log_q), _exact(a, log_q)
+    assert np.array_equal(np.isneginf(got), np.isneginf(want))
+    finite = np.isfinite(want)
+    err = np.abs(got[finite] - want[finite])
+    # float32 rounding of a + log2(.) (|a| <= 126: ~8e-6 of it) plus ~2^-22 per hardware log2
+    assert err.max() < 2e-5, f"worst error {err.max():.3g} at gap {(log_q - a)[finite][err.argmax()]:.3g}"
+
+
+def test_log2_positive_part_is_minus_inf_where_q_wins_or_nan():
+    a = np.array([0.0, -3.0, np.nan, -1.0, -np.inf], dtype=np.float32)
+    log_q = np.array([0.0, -2.0, -1.0, np.nan, -np.inf], dtype=np.float32)
+    assert np.all(np.isneginf(_run(a, log_q)))
+
+
+def test_edge_pairs_catch_a_cancelling_formula():
+    """A naive ``log2(2^a - 2^log_q)`` loses every near-equal pair: the same bound must reject it."""
+    a, log_q = _edge_pairs()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        naive = np.log2(np.exp2(a) - np.exp2(log_q)).astype(np.float32)
+    want = _exact(a, log_q)
+    finite = np.isfinite(want)
+    assert not np.all(np.abs(naive[finite] - want[finite]) < 2e-5)
