@@ -19,7 +19,11 @@ import os
 import pytest
 from hypothesis import settings
 
-import kernels._device  # noqa: F401  (must precede every triton import)
+# Every FastLaunch variant is checked against Triton's per-argument specialisation in tests
+# (kernels/launch.py); read when kernels.launch is imported, hence before any kernels import below.
+os.environ.setdefault("SPECFUZZ_FAST_LAUNCH_CHECK", "1")
+
+import kernels._device  # noqa: E402,F401  (must precede every triton import)
 from harness.profiles import active_profile_name, register_hypothesis_profiles
 
 os.environ.setdefault("SPECFUZZ_PROFILE", "ci")

@@ -161,8 +161,11 @@ def summarise(rows) -> None:
 
 
 def sweep(args):
-    """Pass-1 and race stage times over block sizes and warps (env overrides read at launch time)."""
+    """Pass-1 and race stage times over block sizes and warps (env overrides, re-read by
+    ``tuning.refresh``)."""
     import os
+
+    from kernels import tuning
 
     gen = torch.Generator(device="cuda").manual_seed(0)
     shapes = itertools.product(args.requests, args.draft_lens, args.vocabs, args.dtypes)
@@ -175,12 +178,14 @@ def sweep(args):
             for race_block, race_warps in races:
                 os.environ["SPECFUZZ_RACE_BLOCK_V"] = str(race_block)
                 os.environ["SPECFUZZ_RACE_WARPS"] = str(race_warps)
+                tuning.refresh()
                 print(f"sweep {reqs}x{k}x{vocab} {dtype_name} block {block} warps {warps} race {race_block}/"
                       f"{race_warps}:", end="", flush=True)
                 stage_times(batch, [k] * reqs, "token")
         for name in ("SPECFUZZ_BLOCK_V", "SPECFUZZ_STATS_WARPS", "SPECFUZZ_RACE_BLOCK_V",
                      "SPECFUZZ_RACE_WARPS"):
             os.environ.pop(name)
+        tuning.refresh()
         del batch
         torch.cuda.empty_cache()
 
@@ -241,6 +246,7 @@ def peak_memory(copy_bw):
         logits = (batch["target_logits"], batch["draft_logits"])
         input_bytes = sum(t.numel() * t.element_size() for t in logits)
         for budget in (1 << 30, 1 << 24):
+            kernels.release_workspaces()  # a kept workspace would hide the call's own allocation
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()

@@ -37,6 +37,10 @@ def _m(name, bug_class, file, anchor, replacement, description, killers=(), fast
 COUPLED, STRUCT, INVAR = "coupled_exactness", "structural", "chunk_invariance"
 POINT, SHIFT = "point_mass_identity", "logit_shift"
 
+# pass 1's row load (kernels/row_stats.py), the anchor of three mutants
+_ROW_LOAD = ("x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=NEG_INF, eviction_policy=STREAM)"
+             ".to(tl.float32)")
+
 CATALOGUE: tuple[Mutant, ...] = (
     # --- randomness (BUGS.md 1, 8, 20) ------------------------------------------------------------
     _m(
@@ -211,8 +215,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "padded-tail-zero",
         "BUGS#10",
         "row_stats.py",
-        'x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf")).to(tl.float32)',
-        "x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=0.0).to(tl.float32)",
+        _ROW_LOAD,
+        _ROW_LOAD.replace("other=NEG_INF", "other=0.0"),
         "masked lanes of the last vocab block read as 0: they win max/argmax of all-negative rows",
         (STRUCT, COUPLED),
         fast=True,
@@ -221,8 +225,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "row-stats-mask-dropped",
         "generic:dropped-mask",
         "row_stats.py",
-        'x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf")).to(tl.float32)',
-        "x = tl.load(row_ptr + cols).to(tl.float32)",
+        _ROW_LOAD,
+        _ROW_LOAD.replace("mask=cols < vocab_size, other=NEG_INF, ", ""),
         "the last vocab block reads past the row (next row's logits join the statistics)",
         (STRUCT, COUPLED),
     ),
@@ -230,9 +234,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "greedy-last-index-tie",
         "BUGS#12",
         "row_stats.py",
-        "tl.store(blk_arg_ptr + out, tl.argmax(x, axis=0, tie_break_left=True) + vblock * BLOCK_V)",
-        "tl.store(blk_arg_ptr + out, tl.argmax(tl.where(x == block_max, tl.arange(0, BLOCK_V), -1), axis=0)"
-        " + vblock * BLOCK_V)",
+        "tl.store(blk_arg_ptr + out, tl.min(tl.where(finite == best, cols, vocab_size + BLOCK_V), axis=0))",
+        "tl.store(blk_arg_ptr + out, tl.max(tl.where(finite == best, cols, -1), axis=0))",
         "greedy argmax ties go to the LAST index of a block instead of the first",
         (COUPLED,),
     ),
@@ -258,9 +261,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "half-precision-statistics",
         "BUGS#14",
         "row_stats.py",
-        'x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf")).to(tl.float32)',
-        'x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf"))'
-        ".to(tl.float16).to(tl.float32)",
+        _ROW_LOAD,
+        _ROW_LOAD.replace(".to(tl.float32)", ".to(tl.float16).to(tl.float32)"),
         "row statistics computed from logits rounded to float16 (bf16/fp32 inputs lose precision)",
         (COUPLED, SHIFT),
     ),
@@ -302,6 +304,16 @@ CATALOGUE: tuple[Mutant, ...] = (
         "tl.store(out_num_ptr + req, tau.to(tl.int32))",
         "num_emitted counts accepted drafts only, not the correction/bonus token",
         (STRUCT,),
+    ),
+    _m(
+        "race-counter-not-reset",
+        "generic:stale-state",
+        "row_stats.py",
+        "    tl.store(done_ptr + req, 0)\n",
+        "",
+        "the per-request count of finished race blocks is not zeroed: a call on a kept workspace never "
+        "emits the correction/bonus token (its last block is never recognised)",
+        (STRUCT, COUPLED),
     ),
     _m(
         "chunk-seeds-from-first-chunk",

@@ -1,13 +1,16 @@
 """specfuzz's production Triton kernels for speculative-decoding verification.
 
 Public entry points (docs/interfaces.md section 4): :func:`rejection_sample` and :func:`random_draws`;
-:func:`capture_verify` replays a fixed batch layout from a CUDA graph.
+:func:`capture_verify` replays a fixed batch layout from a CUDA graph. Each thread keeps its last
+workspace per device and stream for reuse (a few MB at most, bounded by ``max_chunk_bytes``);
+:func:`release_workspaces` frees them.
 Importing this package selects the Triton CPU interpreter when no GPU is present.
 """
 
 from kernels import _device  # noqa: F401  (must run before triton is imported)
+from kernels.chunking import release_workspaces
 from kernels.randomness import random_draws
 from kernels.driver import rejection_sample
 from kernels.graph import CapturedVerify, capture_verify
 
-__all__ = ["rejection_sample", "random_draws", "capture_verify", "CapturedVerify"]
+__all__ = ["rejection_sample", "random_draws", "capture_verify", "CapturedVerify", "release_workspaces"]

@@ -9,6 +9,7 @@ budget runs alone). Randomness and every decision are per request, so the plan n
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from collections.abc import Sequence
 
@@ -21,7 +22,7 @@ _WORDS_PER_ROW = 5  # row_max, row_log_sum, row_arg, row_scale, row_req
 _WORDS_PER_DRAFT_BLOCK = 1  # z_part
 _WORDS_PER_DRAFT = 1  # logp_before
 _WORDS_PER_REQ_BLOCK = 2  # res_score, res_index (per block of the sampling race)
-_WORDS_PER_REQ = 2  # tau, residual_logp
+_WORDS_PER_REQ = 3  # tau, residual_logp, done (race blocks finished)
 
 
 def workspace_words(num_target_rows: int, num_drafts: int, num_reqs: int, num_vblocks: int,
@@ -87,6 +88,7 @@ class Workspace:
     res_index: torch.Tensor
     tau: torch.Tensor
     residual_logp: torch.Tensor
+    done: torch.Tensor
     nbytes: int
     buffers: tuple = ()
 
@@ -100,12 +102,47 @@ class Workspace:
         rows, nvb = num_target_rows + num_drafts, num_vblocks
         f_sizes = [rows * nvb, rows * nvb, rows, rows, num_drafts * nvb, num_drafts, num_reqs * race_blocks,
                    num_reqs, rows]
-        i_sizes = [rows * nvb, rows, num_reqs * race_blocks, num_reqs, rows]
+        i_sizes = [rows * nvb, rows, num_reqs * race_blocks, num_reqs, rows, num_reqs]
         f_buf = torch.empty(sum(f_sizes), dtype=torch.float32, device=device)
         i_buf = torch.empty(sum(i_sizes), dtype=torch.int32, device=device)
         f = f_buf.split(f_sizes)
         i = i_buf.split(i_sizes)
         return cls(num_vblocks=nvb, blk_max=f[0], blk_sum=f[1], row_max=f[2], row_log_sum=f[3],
                    z_part=f[4], logp_before=f[5], res_score=f[6], residual_logp=f[7], row_scale=f[8],
-                   blk_arg=i[0], row_arg=i[1], res_index=i[2], tau=i[3], row_req=i[4],
+                   blk_arg=i[0], row_arg=i[1], res_index=i[2], tau=i[3], row_req=i[4], done=i[5],
                    nbytes=4 * (f_buf.numel() + i_buf.numel()), buffers=(f_buf, i_buf))
+
+
+_reuse = threading.local()
+
+
+def reusable_workspace(sizes: tuple[int, int, int, int, int], device: torch.device) -> Workspace:
+    """``Workspace.allocate(*sizes, device)``, kept for the next call on the same thread, device and
+    stream with the same sizes (most serving steps repeat their batch layout).
+
+    Reuse is safe because one stream runs the calls in order: the next call's first kernel starts
+    after the previous call's last. Threads never share an entry. Only the latest layout is kept (one
+    workspace per thread, device and stream: at most one chunk's budget). Inside a CUDA graph capture
+    a fresh workspace is allocated from the graph's pool instead. ``release_workspaces()`` frees them.
+    """
+    if device.type == "cuda":
+        if torch.cuda.is_current_stream_capturing():
+            return Workspace.allocate(*sizes, device)
+        where = (device, torch.cuda.current_stream(device).cuda_stream)
+    else:
+        where = (device, None)
+    kept = getattr(_reuse, "entries", None)
+    if kept is None:
+        kept = _reuse.entries = {}
+    entry = kept.get(where)
+    if entry is not None and entry[0] == sizes:
+        return entry[1]
+    kept.pop(where, None)  # free the old layout before allocating the new one
+    ws = Workspace.allocate(*sizes, device)
+    kept[where] = (sizes, ws)
+    return ws
+
+
+def release_workspaces() -> None:
+    """Drop the workspaces this thread keeps for reuse."""
+    _reuse.entries = {}

@@ -208,5 +208,5 @@ def launch_decide(ws, batch, num_reqs, *, block_method, has_draft, combine, deci
         batch.out_ids, batch.out_num, out_logprobs, batch.out_ids.shape[1],
         batch.target_logits.shape[0], batch.target_logits.shape[1], ws.num_vblocks,
         BLOCK_METHOD=block_method, HAS_DRAFT=has_draft, COMBINE=combine, DECIDE=decide,
-        WANT_LOGPROBS=want_logprobs, ROWS=rows, NVB=nvb_pow2,
+        WANT_LOGPROBS=want_logprobs, ROWS=rows, NVB=nvb_pow2, variant=batch.variant,
     )

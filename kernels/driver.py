@@ -2,14 +2,19 @@
 
 Launches per chunk (docs/kernels.md has the design and the performance log):
 
-1. ``row_stats``      one read of every target and draft row: per-(row, vocab block) max / sum-exp /
-                      argmax at the request's temperature;
+1. ``row_stats``      a row table (also zeroing the race counters), then one read of every target
+                      and draft row: per-(row, vocab block) max / sum-exp / argmax at the request's
+                      temperature;
 2. ``decide``         one program per request: combine the statistics, accept/reject (greedy and
                       token: final; block with draft logits: stage COMBINE, computing ``log p_i``);
 3. ``residual_mass``  block with draft logits only: second read of the rows for ``Z_{i+1}``, then
                       ``decide`` stage DECIDE;
-4. ``residual_sample`` one row per sampled request: split-vocabulary race and combine, writes the
-                      correction/bonus token and its logprob.
+4. ``residual_sample`` one row per sampled request: split-vocabulary race; the last block of each
+                      request combines and writes the correction/bonus token and its logprob.
+
+Host cost is kept low because small batches are launch-bound: launch parameters are cached per
+layout (``geometry``), the workspace of a one-chunk call is reused (``chunking.reusable_workspace``),
+and ``FastLaunch`` is given a per-chunk ``launch_variant`` instead of keying every argument.
 
 With ``SPECFUZZ_OVERLAP=1`` on CUDA (opt-in; measured without gain, docs/kernels.md), a chunk of many
 requests is split into parts and step 4 (ALU-bound) runs on a high-priority side stream, overlapping
@@ -20,8 +25,10 @@ copy ``validation.check_values`` makes (skipped when the caller passes ``draft_l
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import kernels._device  # noqa: F401
 import numpy as np
@@ -29,8 +36,9 @@ import torch
 import triton
 
 from kernels import tuning
-from kernels.chunking import Workspace, plan_for_budget
+from kernels.chunking import Workspace, plan_for_budget, reusable_workspace, workspace_bytes_per_logit_row
 from kernels.decide import launch_decide
+from kernels.launch import _arg_key
 from kernels.residual_mass import launch_residual_mass
 from kernels.residual_sample import launch_residual_sample, race_block_size
 from kernels.row_stats import launch_row_stats
@@ -51,6 +59,20 @@ class ChunkTensors:
     out_ids: torch.Tensor
     out_num: torch.Tensor
     out_logprobs: torch.Tensor | None
+    variant: tuple | None = None  # launch_variant(...): lets FastLaunch skip its per-argument key
+
+
+def launch_variant(target_logits, draft_logits, draft_token_ids, cu, seeds, positions) -> tuple:
+    """What decides the Triton specialisation of every verification launch of a chunk: the kernels
+    specialise only the logit pointers (dtype, 16-byte alignment), their row strides and the
+    vocabulary size (``tuning.launch_jit``); every other pointer only by dtype (temperatures, outputs
+    and workspace have fixed dtypes) and every count by its int32 range (rows < 2^31)."""
+    draft = target_logits if draft_logits is None else draft_logits
+    num_rows, vocab_size = target_logits.shape
+    return (target_logits.dtype, draft.dtype, draft_token_ids.dtype, cu.dtype, seeds.dtype, positions.dtype,
+            target_logits.data_ptr() % 16 == 0, draft.data_ptr() % 16 == 0,
+            _arg_key(target_logits.stride(0)), _arg_key(draft.stride(0)), _arg_key(vocab_size),
+            num_rows + draft.shape[0] < 2**31)
 
 
 def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature, seeds,
@@ -88,6 +110,33 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
     return out_ids, out_num, out_logprobs
 
 
+class Geometry(NamedTuple):
+    """Launch parameters that depend only on the vocabulary, the request count and the output width."""
+
+    block_v: int
+    num_vblocks: int
+    race_block: int
+    race_blocks: int
+    nvb_pow2: int
+    race_pow2: int
+    rows_pow2: int
+
+
+@functools.lru_cache(maxsize=512)
+def geometry(vocab_size: int, num_reqs: int, width: int, block_size: int | None,
+             knobs: tuning.Knobs) -> Geometry:
+    """Cached per layout (``knobs``, the environment overrides, are part of the key)."""
+    block_v = block_size or tuning.fit_block(knobs.block_v, vocab_size)
+    race_block = race_block_size(num_reqs, vocab_size, block_size or tuning.fit_block(knobs.race_block_v,
+                                                                                       vocab_size))
+    num_vblocks, race_blocks = triton.cdiv(vocab_size, block_v), triton.cdiv(vocab_size, race_block)
+    # Floors keep the number of compiled variants small (one per dtype/method for common shapes).
+    return Geometry(block_v, num_vblocks, race_block, race_blocks,
+                    nvb_pow2=max(64, triton.next_power_of_2(num_vblocks)),
+                    race_pow2=max(64, triton.next_power_of_2(race_blocks)),
+                    rows_pow2=max(16, triton.next_power_of_2(width)))
+
+
 def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, draft_token_ids, cu, temperature,
                 seeds, positions, lengths: Sequence[int], *, method: str, max_chunk_bytes: int | None,
                 block_size: int | None = None) -> list[int]:
@@ -95,68 +144,80 @@ def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, dra
 
     Returns the workspace bytes of each chunk (for the memory-bound tests).
     """
-    vocab_size = target_logits.shape[1]
-    block_v = block_size or tuning.fit_block(tuning.block_size(), vocab_size)
-    num_vblocks = triton.cdiv(vocab_size, block_v)
-    race_block = race_block_size(len(lengths), vocab_size,
-                                 block_size or tuning.fit_block(tuning.race_block_size(), vocab_size))
-    race_blocks = triton.cdiv(vocab_size, race_block)
-    # Floors keep the number of compiled variants small (one per dtype/method for common shapes).
-    nvb_pow2 = max(64, triton.next_power_of_2(num_vblocks))
-    race_pow2 = max(64, triton.next_power_of_2(race_blocks))
-    rows_pow2 = max(16, triton.next_power_of_2(out_ids.shape[1]))
+    num_logits, vocab_size = target_logits.shape
+    num_reqs = len(lengths)
+    if num_reqs == 0:
+        return []
+    geo = geometry(vocab_size, num_reqs, out_ids.shape[1], block_size, tuning.knobs())
     has_draft = draft_logits is not None
     block_method = method == "block"
-    two_stage = block_method and has_draft
-    want_logprobs = out_logprobs is not None
-    plan = plan_for_budget(lengths, num_vblocks, race_blocks, max_chunk_bytes)
+    flags = dict(block_method=block_method, has_draft=has_draft, want_logprobs=out_logprobs is not None,
+                 two_stage=block_method and has_draft)
+    side = overlap_stream(target_logits.device)
+    num_drafts = num_logits - num_reqs
+    per_row = workspace_bytes_per_logit_row(geo.num_vblocks, geo.race_blocks)
+    if side is None and (max_chunk_bytes is None or num_logits <= max(1, max_chunk_bytes // per_row)):
+        # The common case: one chunk, the caller's tensors as they are, a reusable workspace.
+        ws = reusable_workspace((num_logits, num_drafts, num_reqs, geo.num_vblocks, geo.race_blocks),
+                                target_logits.device)
+        variant = launch_variant(target_logits, draft_logits, draft_token_ids, cu, seeds, positions)
+        chunk = ChunkTensors(target_logits, draft_logits, draft_token_ids, cu, temperature, seeds, positions,
+                             out_ids, out_num, out_logprobs, variant)
+        _launch_chunk(ws, chunk, num_reqs, geo, **flags)
+        return [ws.nbytes]
+    plan = plan_for_budget(lengths, geo.num_vblocks, geo.race_blocks, max_chunk_bytes)
     lengths = np.asarray(lengths, dtype=np.int64)
     first_draft = np.concatenate(([0], np.cumsum(lengths)))
-    side = overlap_stream(target_logits.device)
     workspace_sizes = []
     for chunk_start, chunk_end in plan:
         chunk_bytes = 0
         for start, end in overlap_parts(chunk_start, chunk_end, side is not None):
             d0, d1 = int(first_draft[start]), int(first_draft[end])
-            if (start, end) == (0, len(lengths)):
-                chunk = ChunkTensors(target_logits, draft_logits, draft_token_ids, cu, temperature, seeds,
-                                     positions, out_ids, out_num, out_logprobs)
-            else:
-                chunk = ChunkTensors(
-                    target_logits=target_logits[d0 + start:d1 + end],
-                    draft_logits=draft_logits[d0:d1] if has_draft else None,
-                    draft_token_ids=draft_token_ids[d0:d1], cu=cu[start:end + 1],
-                    temperature=temperature[start:end], seeds=seeds[start:end],
-                    positions=positions[start:end],
-                    out_ids=out_ids[start:end], out_num=out_num[start:end],
-                    out_logprobs=out_logprobs[start:end] if want_logprobs else None,
-                )
-            num_reqs = end - start
-            ws = Workspace.allocate(d1 - d0 + num_reqs, d1 - d0, num_reqs, num_vblocks, race_blocks,
-                                    target_logits.device)
-            chunk_bytes += ws.nbytes
-            launch_row_stats(ws, chunk.target_logits, chunk.draft_logits, chunk.cu, chunk.temperature,
-                             num_reqs, block_v)
-            common = dict(block_method=block_method, has_draft=has_draft, want_logprobs=want_logprobs,
-                          rows=rows_pow2, nvb_pow2=nvb_pow2)
-            launch_decide(ws, chunk, num_reqs, combine=True, decide=not two_stage, **common)
-            if two_stage:
-                launch_residual_mass(ws, chunk, num_reqs, block_v)
-                launch_decide(ws, chunk, num_reqs, combine=False, decide=True, **common)
-            race = dict(has_draft=has_draft, want_logprobs=want_logprobs, race_block=race_block,
-                        race_blocks=race_blocks, nvb_pow2=race_pow2)
+            chunk = ChunkTensors(
+                target_logits=target_logits[d0 + start:d1 + end],
+                draft_logits=draft_logits[d0:d1] if has_draft else None,
+                draft_token_ids=draft_token_ids[d0:d1], cu=cu[start:end + 1],
+                temperature=temperature[start:end], seeds=seeds[start:end],
+                positions=positions[start:end],
+                out_ids=out_ids[start:end], out_num=out_num[start:end],
+                out_logprobs=out_logprobs[start:end] if out_logprobs is not None else None,
+            )
+            chunk.variant = launch_variant(chunk.target_logits, chunk.draft_logits, chunk.draft_token_ids,
+                                           chunk.cu, chunk.seeds, chunk.positions)
+            num_part = end - start
+            sizes = (d1 - d0 + num_part, d1 - d0, num_part, geo.num_vblocks, geo.race_blocks)
             if side is None:
-                launch_residual_sample(ws, chunk, num_reqs, **race)
-            else:  # the ALU-bound race of this part overlaps the memory-bound passes of the next part
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):
-                    launch_residual_sample(ws, chunk, num_reqs, **race)
-                ws.record_stream(side)
+                ws = reusable_workspace(sizes, target_logits.device)
+            else:  # parts overlap across streams: each needs its own workspace
+                ws = Workspace.allocate(*sizes, target_logits.device)
+            chunk_bytes += ws.nbytes
+            _launch_chunk(ws, chunk, num_part, geo, side=side, **flags)
             del ws
         workspace_sizes.append(chunk_bytes)
     if side is not None:
         torch.cuda.current_stream().wait_stream(side)
     return workspace_sizes
+
+
+def _launch_chunk(ws, chunk, num_reqs, geo, *, block_method, has_draft, want_logprobs, two_stage, side=None):
+    """The launch sequence of one chunk (module docstring); the race goes to ``side`` when given."""
+    launch_row_stats(ws, chunk.target_logits, chunk.draft_logits, chunk.cu, chunk.temperature, num_reqs,
+                     geo.block_v, variant=chunk.variant)
+    common = dict(block_method=block_method, has_draft=has_draft, want_logprobs=want_logprobs,
+                  rows=geo.rows_pow2, nvb_pow2=geo.nvb_pow2)
+    launch_decide(ws, chunk, num_reqs, combine=True, decide=not two_stage, **common)
+    if two_stage:
+        launch_residual_mass(ws, chunk, num_reqs, geo.block_v)
+        launch_decide(ws, chunk, num_reqs, combine=False, decide=True, **common)
+    race = dict(has_draft=has_draft, want_logprobs=want_logprobs, race_block=geo.race_block,
+                race_blocks=geo.race_blocks, nvb_pow2=geo.race_pow2)
+    if side is None:
+        launch_residual_sample(ws, chunk, num_reqs, **race)
+    else:  # the ALU-bound race of this part overlaps the memory-bound passes of the next part
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            launch_residual_sample(ws, chunk, num_reqs, **race)
+        ws.record_stream(side)
 
 
 _SIDE_STREAMS: dict = {}

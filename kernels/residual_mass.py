@@ -53,5 +53,5 @@ def launch_residual_mass(ws, batch, num_reqs, block_v):
         batch.target_logits, batch.draft_logits, batch.target_logits.stride(0), batch.draft_logits.stride(0),
         batch.cu, batch.temperature, ws.row_max, ws.row_log_sum, ws.row_req, ws.logp_before, ws.z_part,
         batch.target_logits.shape[0], batch.target_logits.shape[1], ws.num_vblocks,
-        BLOCK_V=block_v, num_warps=tuning.stats_warps(block_v),
+        BLOCK_V=block_v, num_warps=tuning.stats_warps(block_v), variant=batch.variant,
     )

@@ -12,8 +12,9 @@ and ``Y = argmax_v (log w_v - log E_v)``, ties to the lowest index, ``E_v = -log
 (``kernels.fastmath``): the race is ALU-bound, and accurate logs and divisions doubled its cost (181
 vs 89 SASS instructions per element; 831 vs 424 us for 512 x 262144 on the H200) for score
 differences below 1e-5. Pass A (``(request, vocab block)`` programs) keeps each block's best
-score and index; pass B (one program per request) picks the lowest-index winner, writes the token
-and, when asked, its logprob under row ``tau``. If every ``w_v`` is 0 (an empty residual float
+score and index; pass B, run by whichever of a request's pass-A programs finishes last (an atomic
+counter per request; same launch), picks the lowest-index winner, writes the token and, when asked,
+its logprob under row ``tau``. If every ``w_v`` is 0 (an empty residual float
 rounding can produce), pass B runs the documented fallback itself: the same race over ``b`` (a
 sequential loop over the row: rare, so kept off the hot pass). Greedy requests are skipped (the
 decide kernel already wrote their output). The race is ALU-bound (one Philox per element), so the
@@ -81,14 +82,16 @@ def _target_race_scores(target_ptr, target_stride, target_row, first_col, vocab_
 
 
 @tuning.launch_jit(
-    counts=("num_target_rows", "num_blocks"),
+    counts=("num_target_rows", "num_blocks", "out_width"),
     small_pointers=("draft_ids_ptr", "cu_ptr", "temperature_ptr", "seeds_ptr", "positions_ptr", "row_max_ptr",
-                    "row_log_sum_ptr", "tau_ptr", "residual_logp_ptr", "res_score_ptr", "res_index_ptr"))
+                    "row_log_sum_ptr", "tau_ptr", "residual_logp_ptr", "res_score_ptr", "res_index_ptr",
+                    "done_ptr", "out_ids_ptr", "out_logprobs_ptr"))
 def _race_blocks_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr, cu_ptr,
                         temperature_ptr, seeds_ptr, positions_ptr, row_max_ptr, row_log_sum_ptr,
-                        tau_ptr, residual_logp_ptr, res_score_ptr, res_index_ptr,
-                        num_target_rows, vocab_size, num_blocks,
-                        HAS_DRAFT: tl.constexpr, BLOCK_V: tl.constexpr):
+                        tau_ptr, residual_logp_ptr, res_score_ptr, res_index_ptr, done_ptr,
+                        out_ids_ptr, out_logprobs_ptr, num_target_rows, vocab_size, num_blocks, out_width,
+                        HAS_DRAFT: tl.constexpr, BLOCK_V: tl.constexpr, WANT_LOGPROBS: tl.constexpr,
+                        NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr):
     req = tl.program_id(0)
     vblock = tl.program_id(1)
     cu0 = tl.load(cu_ptr)
@@ -127,18 +130,25 @@ def _race_blocks_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draf
     out = req * num_blocks + vblock
     tl.store(res_score_ptr + out, tl.max(scores, axis=0))
     tl.store(res_index_ptr + out, tl.argmax(scores, axis=0, tie_break_left=True) + vblock * BLOCK_V)
+    # The request's last block to finish combines all of them (one launch fewer than a separate
+    # combine kernel). acq_rel: the partials stored before each earlier block's increment are visible
+    # after this one's; the counters are zeroed by the row-table launch at the start of the chunk.
+    tl.debug_barrier()
+    finished = tl.atomic_add(done_ptr + req, 1, sem="acq_rel")
+    if finished == num_blocks - 1:
+        emit_request(req, target_ptr, target_stride, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
+                     row_max_ptr, row_log_sum_ptr, tau_ptr, res_score_ptr, res_index_ptr, out_ids_ptr,
+                     out_logprobs_ptr, out_width, vocab_size, num_blocks, WANT_LOGPROBS, NVB, FALLBACK_BLOCK)
 
 
-@tuning.launch_jit(
-    counts=("out_width", "vocab_size", "num_blocks"),
-    small_pointers=("cu_ptr", "temperature_ptr", "seeds_ptr", "positions_ptr", "row_max_ptr",
-                    "row_log_sum_ptr", "tau_ptr", "res_score_ptr", "res_index_ptr", "out_ids_ptr",
-                    "out_logprobs_ptr"))
-def _emit_winner_kernel(target_ptr, target_stride, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
-                        row_max_ptr, row_log_sum_ptr, tau_ptr, res_score_ptr, res_index_ptr,
-                        out_ids_ptr, out_logprobs_ptr, out_width, vocab_size, num_blocks,
-                        WANT_LOGPROBS: tl.constexpr, NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr):
-    req = tl.program_id(0)
+@triton.jit
+def emit_request(req, target_ptr, target_stride, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
+                 row_max_ptr, row_log_sum_ptr, tau_ptr, res_score_ptr, res_index_ptr,
+                 out_ids_ptr, out_logprobs_ptr, out_width, vocab_size, num_blocks,
+                 WANT_LOGPROBS: tl.constexpr, NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr):
+    """Pass B for request ``req``: the lowest-index best of its block partials (or the fallback race
+    when all are ``-inf``), written with its logprob. Partials are read past L1 (``.cg``): other
+    programs wrote them during this launch."""
     temperature = tl.load(temperature_ptr + req).to(tl.float32)
     sampled = temperature > 0
     inv_t = inverse_temperature(temperature)
@@ -148,10 +158,12 @@ def _emit_winner_kernel(target_ptr, target_stride, cu_ptr, temperature_ptr, seed
     row_log_sum = tl.load(row_log_sum_ptr + target_row)
 
     vbs = tl.arange(0, NVB)
-    scores = tl.load(res_score_ptr + req * num_blocks + vbs, mask=vbs < num_blocks, other=NEG_INF)
+    scores = tl.load(res_score_ptr + req * num_blocks + vbs, mask=vbs < num_blocks, other=NEG_INF,
+                     cache_modifier=".cg")
     best = tl.max(scores, axis=0)
     first = tl.min(tl.where(scores == best, vbs, NVB), axis=0)
-    token = tl.load(res_index_ptr + req * num_blocks + first, mask=first < num_blocks, other=0)
+    token = tl.load(res_index_ptr + req * num_blocks + first, mask=first < num_blocks, other=0,
+                    cache_modifier=".cg")
     if sampled & (best == NEG_INF):  # empty residual: race over the target row instead
         seed = tl.load(seeds_ptr + req)
         position = tl.load(positions_ptr + req) + tau
@@ -187,17 +199,12 @@ def race_block_size(num_reqs: int, vocab_size: int, block_v: int) -> int:
 def launch_residual_sample(ws, batch, num_reqs, *, has_draft, want_logprobs, race_block, race_blocks,
                            nvb_pow2):
     draft = batch.draft_logits if has_draft else batch.target_logits
+    out_logprobs = batch.out_logprobs if want_logprobs else batch.out_num
     _race_blocks_kernel[(num_reqs, race_blocks)](
         batch.target_logits, draft, batch.target_logits.stride(0), draft.stride(0), batch.draft_token_ids,
         batch.cu, batch.temperature, batch.seeds, batch.positions, ws.row_max, ws.row_log_sum,
-        ws.tau, ws.residual_logp, ws.res_score, ws.res_index,
-        batch.target_logits.shape[0], batch.target_logits.shape[1], race_blocks,
-        HAS_DRAFT=has_draft, BLOCK_V=race_block, num_warps=tuning.race_warps(race_block),
-    )
-    out_logprobs = batch.out_logprobs if want_logprobs else batch.out_num
-    _emit_winner_kernel[(num_reqs,)](
-        batch.target_logits, batch.target_logits.stride(0), batch.cu, batch.temperature, batch.seeds,
-        batch.positions, ws.row_max, ws.row_log_sum, ws.tau, ws.res_score, ws.res_index,
-        batch.out_ids, out_logprobs, batch.out_ids.shape[1], batch.target_logits.shape[1], race_blocks,
-        WANT_LOGPROBS=want_logprobs, NVB=nvb_pow2, FALLBACK_BLOCK=1024,
+        ws.tau, ws.residual_logp, ws.res_score, ws.res_index, ws.done, batch.out_ids, out_logprobs,
+        batch.target_logits.shape[0], batch.target_logits.shape[1], race_blocks, batch.out_ids.shape[1],
+        HAS_DRAFT=has_draft, BLOCK_V=race_block, WANT_LOGPROBS=want_logprobs, NVB=nvb_pow2,
+        FALLBACK_BLOCK=1024, num_warps=tuning.race_warps(race_block), variant=batch.variant,
     )

@@ -22,6 +22,8 @@ import triton.language as tl
 from kernels import tuning
 
 LOG2E = tl.constexpr(1.4426950408889634)
+NEG_INF = tl.constexpr(float("-inf"))
+STREAM = tl.constexpr("evict_first")
 
 
 @triton.jit
@@ -32,11 +34,13 @@ def inverse_temperature(temperature):
 
 
 @tuning.launch_jit(counts=("num_target_rows",),
-                   small_pointers=("cu_ptr", "temperature_ptr", "row_scale_ptr", "row_req_ptr"))
-def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, num_target_rows,
+                   small_pointers=("cu_ptr", "temperature_ptr", "row_scale_ptr", "row_req_ptr", "done_ptr"))
+def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr, num_target_rows,
                       BLOCK: tl.constexpr):
-    """Per row: ``scale = 1/T`` (``-1`` marks a greedy row) and the request index."""
+    """Per row: ``scale = 1/T`` (``-1`` marks a greedy row) and the request index. Also zeroes the
+    request's counter of finished race blocks (``residual_sample``)."""
     req = tl.program_id(0)
+    tl.store(done_ptr + req, 0)
     cu0 = tl.load(cu_ptr)
     draft_row0 = tl.load(cu_ptr + req) - cu0
     k = tl.load(cu_ptr + req + 1) - cu0 - draft_row0
@@ -64,7 +68,9 @@ def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_sc
     else:
         row_ptr = draft_ptr + (row - num_target_rows).to(tl.int64) * draft_stride
     cols = vblock * BLOCK_V + tl.arange(0, BLOCK_V)
-    x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf")).to(tl.float32)
+    # evict_first: each logit is read once here (the race re-reads one row per request, long after);
+    # H200, 512 x 8 x 262144: bf16 1179 -> 1123 us, fp32 2084 -> 2011 us.
+    x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=NEG_INF, eviction_policy=STREAM).to(tl.float32)
     scale = tl.load(row_scale_ptr + row)
     greedy = scale < 0
     exp2_scale = tl.where(greedy, 1.0, scale) * LOG2E
@@ -76,21 +82,24 @@ def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_sc
     tl.store(blk_max_ptr + out, block_max)
     tl.store(blk_sum_ptr + out, block_sum)
     if greedy:  # the argmax costs ALU; only greedy rows read it
-        # NaN never wins: the interpreter's argmax raises on an all-NaN block; the GPU's can name a
-        # masked lane.
-        x = tl.where(x == x, x, float("-inf"))
-        tl.store(blk_arg_ptr + out, tl.argmax(x, axis=0, tie_break_left=True) + vblock * BLOCK_V)
+        # The lowest index of the largest non-NaN logit (NaN reads as -inf, so it never wins; an
+        # all -inf block names its first lane). A max then a min reduction: the same time as
+        # tl.argmax on the H200, and no special case for blocks without a finite value.
+        finite = tl.where(x == x, x, NEG_INF)
+        best = tl.max(finite, axis=0)
+        tl.store(blk_arg_ptr + out, tl.min(tl.where(finite == best, cols, vocab_size + BLOCK_V), axis=0))
 
 
-def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs, block_v):
+def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs, block_v, variant=None):
     """Fill the row table, then ``ws.blk_max/blk_sum/blk_arg`` for target rows then draft rows."""
     num_target_rows, vocab_size = target_logits.shape
     num_draft_rows = 0 if draft_logits is None else draft_logits.shape[0]
     draft = target_logits if draft_logits is None else draft_logits
-    _row_table_kernel[(num_reqs,)](cu, temperature, ws.row_scale, ws.row_req, num_target_rows, BLOCK=32)
+    _row_table_kernel[(num_reqs,)](cu, temperature, ws.row_scale, ws.row_req, ws.done, num_target_rows,
+                                   BLOCK=32, variant=variant)
     grid = (num_target_rows + num_draft_rows, ws.num_vblocks)
     _row_stats_kernel[grid](
         target_logits, draft, target_logits.stride(0), draft.stride(0), ws.row_scale,
         ws.blk_max, ws.blk_sum, ws.blk_arg, num_target_rows, vocab_size, ws.num_vblocks,
-        BLOCK_V=block_v, num_warps=tuning.stats_warps(block_v),
+        BLOCK_V=block_v, num_warps=tuning.stats_warps(block_v), variant=variant,
     )

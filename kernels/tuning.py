@@ -1,25 +1,59 @@
 """Launch parameters of the split-vocabulary passes (overridable from the environment for tuning).
 
 Results do not depend on them beyond float32 ties (randomness is keyed by vocabulary index, never by
-block). ``SPECFUZZ_BLOCK_V``, ``SPECFUZZ_STATS_WARPS`` and ``SPECFUZZ_RACE_WARPS`` override them.
+block). ``SPECFUZZ_BLOCK_V``, ``SPECFUZZ_STATS_WARPS`` and ``SPECFUZZ_RACE_WARPS`` override them;
+they are read once (``refresh()`` re-reads them).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import kernels._device
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """The environment overrides, read once (``refresh()`` re-reads them: the tuning sweep does)."""
+
+    block_v: int
+    race_block_v: int
+    stats_warps: int
+    race_warps: int
+    overlap: bool
+
+
+_knobs: Knobs | None = None
+
+
+def refresh() -> Knobs:
+    global _knobs
+    interpreting = kernels._device.INTERPRETING
+    env = os.environ
+    _knobs = Knobs(
+        block_v=int(env.get("SPECFUZZ_BLOCK_V", 256 if interpreting else 8192)),
+        race_block_v=int(env.get("SPECFUZZ_RACE_BLOCK_V", 256 if interpreting else 4096)),
+        stats_warps=int(env.get("SPECFUZZ_STATS_WARPS", 8)),
+        race_warps=int(env.get("SPECFUZZ_RACE_WARPS", 8)),
+        overlap=env.get("SPECFUZZ_OVERLAP", "0") == "1",
+    )
+    return _knobs
+
+
+def knobs() -> Knobs:
+    return _knobs or refresh()
 
 
 def block_size() -> int:
     """Vocabulary block of the statistics and residual-mass passes; small under the interpreter so
     tests span several blocks."""
-    return int(os.environ.get("SPECFUZZ_BLOCK_V", 256 if kernels._device.INTERPRETING else 8192))
+    return knobs().block_v
 
 
 def race_block_size() -> int:
     """Largest vocabulary block of the sampling race (halved down to 512 when few requests)."""
-    return int(os.environ.get("SPECFUZZ_RACE_BLOCK_V", 256 if kernels._device.INTERPRETING else 4096))
+    return knobs().race_block_v
 
 
 def fit_block(block: int, vocab_size: int) -> int:
@@ -34,11 +68,11 @@ def warps_for(block: int, cap: int) -> int:
 
 
 def stats_warps(block: int = 1 << 30) -> int:
-    return warps_for(block, int(os.environ.get("SPECFUZZ_STATS_WARPS", 8)))
+    return warps_for(block, knobs().stats_warps)
 
 
 def race_warps(block: int = 1 << 30) -> int:
-    return warps_for(block, int(os.environ.get("SPECFUZZ_RACE_WARPS", 8)))
+    return warps_for(block, knobs().race_warps)
 
 
 # Opt-in (``SPECFUZZ_OVERLAP=1``): large chunks are split into parts whose sampling race (ALU-bound)
@@ -49,7 +83,7 @@ OVERLAP_MIN_PART = 32
 
 
 def overlap() -> bool:
-    return os.environ.get("SPECFUZZ_OVERLAP", "0") == "1"
+    return knobs().overlap
 
 
 def launch_jit(*, counts: tuple[str, ...] = (), small_pointers: tuple[str, ...] = ()):
@@ -65,4 +99,4 @@ def launch_jit(*, counts: tuple[str, ...] = (), small_pointers: tuple[str, ...] 
     from kernels.launch import FastLaunch
 
     jit = triton.jit(do_not_specialize=counts, do_not_specialize_on_alignment=small_pointers)
-    return lambda fn: FastLaunch(jit(fn))
+    return lambda fn: FastLaunch(jit(fn), loose_names=(*counts, *small_pointers))

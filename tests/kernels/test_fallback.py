@@ -7,14 +7,27 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from kernels import tuning
 from kernels.chunking import Workspace
 from kernels.decide import launch_decide
 from kernels.driver import ChunkTensors
-from kernels.residual_sample import launch_residual_sample
+from kernels.residual_sample import emit_request, launch_residual_sample
 from kernels.row_stats import launch_row_stats
 from tests.kernels._batches import DEVICE, make_batch
+
+
+@triton.jit
+def _emit_only_kernel(target_ptr, target_stride, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
+                      row_max_ptr, row_log_sum_ptr, tau_ptr, res_score_ptr, res_index_ptr, out_ids_ptr,
+                      out_logprobs_ptr,
+                      out_width, vocab_size, num_blocks, NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr):
+    """Pass B alone (in production the race's last block runs it)."""
+    emit_request(tl.program_id(0), target_ptr, target_stride, cu_ptr, temperature_ptr, seeds_ptr,
+                 positions_ptr, row_max_ptr, row_log_sum_ptr, tau_ptr, res_score_ptr, res_index_ptr,
+                 out_ids_ptr, out_logprobs_ptr, out_width, vocab_size, num_blocks, False, NVB, FALLBACK_BLOCK)
 
 
 @pytest.mark.interpreter
@@ -33,14 +46,12 @@ def test_fallback_equals_bonus_race():
     launch_residual_sample(ws, chunk, 2, **sample)
     bonus = out_ids.clone()
     # Re-run only the emit step with every race partial emptied: it must fall back to the same race.
-    from kernels.residual_sample import _emit_winner_kernel
-
     ws.res_score.fill_(float("-inf"))
     ws.res_index.fill_(12345)  # poisoned: using these indices would be out of range
     out_ids.fill_(-7)
-    _emit_winner_kernel[(2,)](
+    _emit_only_kernel[(2,)](
         chunk.target_logits, chunk.target_logits.stride(0), chunk.cu, chunk.temperature, chunk.seeds,
         chunk.positions, ws.row_max, ws.row_log_sum, ws.tau, ws.res_score, ws.res_index, out_ids, out_num,
-        1, 600, nvb, WANT_LOGPROBS=False, NVB=64, FALLBACK_BLOCK=128)
+        1, 600, nvb, NVB=64, FALLBACK_BLOCK=128)
     assert torch.equal(out_ids, bonus), (out_ids, bonus)
     assert (bonus >= 0).all()

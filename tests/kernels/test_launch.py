@@ -3,6 +3,7 @@ its launcher gets exactly Triton's argument list (runtime arguments, then conste
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import kernels._device
@@ -33,7 +34,7 @@ class FakeJit:
 
 
 def test_reuses_the_compiled_kernel_per_specialisation(monkeypatch):
-    monkeypatch.setenv("SPECFUZZ_FAST_LAUNCH", "1")
+    monkeypatch.setattr(launch, "ENABLED", True)
     monkeypatch.setattr(kernels._device, "INTERPRETING", False)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(launch, "_current_raw_stream", lambda device: 1234)
@@ -43,7 +44,7 @@ def test_reuses_the_compiled_kernel_per_specialisation(monkeypatch):
     x = torch.zeros(8)
     first = fast[(3,)](x, 32, BLOCK=16, FLAG=True, num_warps=4)
     assert len(jit.slow_calls) == 1 and not first.launches
-    again = fast[(5, 2)](x, 48, FLAG=True, BLOCK=16, num_warps=4)  # same classes: 48 % 16 == 0, != 1
+    again = fast[(5, 2)](x, 48, BLOCK=16, FLAG=True, num_warps=4)  # same classes: 48 % 16 == 0, != 1
     assert again is first and len(jit.slow_calls) == 1
     assert first.launches == [(5, 2, 1, 1234, "fn", "meta", None, None, None, x, 48, 16, True)]
     for args, kwargs in (((x, 1), dict(BLOCK=16, FLAG=True, num_warps=4)),  # n == 1 is specialised
@@ -58,7 +59,7 @@ def test_reuses_the_compiled_kernel_per_specialisation(monkeypatch):
 def test_interpreter_default_and_hooks_take_tritons_path(monkeypatch):
     jit = FakeJit()
     fast = launch.FastLaunch(jit)
-    monkeypatch.setenv("SPECFUZZ_FAST_LAUNCH", "1")
+    monkeypatch.setattr(launch, "ENABLED", True)
     monkeypatch.setattr(kernels._device, "INTERPRETING", True)
     fast[(1,)](torch.zeros(2), 32, BLOCK=16, FLAG=True)
     fast[(1,)](torch.zeros(2), 32, BLOCK=16, FLAG=True)
@@ -66,7 +67,8 @@ def test_interpreter_default_and_hooks_take_tritons_path(monkeypatch):
     monkeypatch.setattr(launch, "_hooks_set", lambda: True)  # a profiler's hook: Triton's path
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     fast[(1,)](torch.zeros(2), 32, BLOCK=16, FLAG=True)
-    monkeypatch.delenv("SPECFUZZ_FAST_LAUNCH")  # the default is off
+    monkeypatch.setattr(launch, "_hooks_set", lambda: False)
+    monkeypatch.setattr(launch, "ENABLED", False)  # SPECFUZZ_FAST_LAUNCH=0
     fast[(1,)](torch.zeros(2), 32, BLOCK=16, FLAG=True)
     assert len(jit.slow_calls) == 4 and fast.arg_names == FakeJit.arg_names
 
@@ -78,3 +80,43 @@ def test_empty_hook_chains_do_not_count_as_hooks():
 
     assert not launch._hook_active(None) and not launch._hook_active(Chain([]))
     assert launch._hook_active(Chain([print])) and launch._hook_active(print)
+
+
+def _fast_path(monkeypatch, check: bool):
+    monkeypatch.setattr(launch, "ENABLED", True)
+    monkeypatch.setattr(launch, "CHECK_VARIANTS", check)
+    monkeypatch.setattr(kernels._device, "INTERPRETING", False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(launch, "_current_raw_stream", lambda device: 1234)
+    monkeypatch.setattr(launch, "_hooks_set", lambda: False)
+
+
+def test_loose_arguments_share_a_specialisation(monkeypatch):
+    """Counts (``do_not_specialize``) differ only by integer type; metadata pointers only by dtype."""
+    _fast_path(monkeypatch, check=False)
+    jit = FakeJit()
+    fast = launch.FastLaunch(jit, loose_names=("x_ptr", "n"))
+    x = torch.zeros(8)
+    first = fast[(1,)](x, 1, BLOCK=16, FLAG=True)
+    fast[(1,)](x[1:], 33, BLOCK=16, FLAG=True)  # misaligned pointer, n % 16 != 0, n != 1: same kernel
+    assert len(jit.slow_calls) == 1 and len(first.launches) == 1
+    fast[(1,)](x, 2**40, BLOCK=16, FLAG=True)  # int64: another kernel
+    fast[(1,)](x.double(), 1, BLOCK=16, FLAG=True)  # dtype: another kernel
+    assert len(jit.slow_calls) == 3
+
+
+def test_variant_skips_the_argument_key_and_the_check_catches_a_wrong_variant(monkeypatch):
+    _fast_path(monkeypatch, check=False)
+    jit = FakeJit()
+    fast = launch.FastLaunch(jit)
+    x = torch.zeros(8)
+    first = fast[(1,)](x, 32, BLOCK=16, FLAG=True, variant=("v",))
+    fast[(1,)](x, 1, BLOCK=16, FLAG=True, variant=("v",))  # trusted: no key computed, same kernel
+    assert len(jit.slow_calls) == 1 and len(first.launches) == 1
+    assert "variant" not in jit.slow_calls[0][2]  # never passed to Triton
+    monkeypatch.setattr(launch, "CHECK_VARIANTS", True)
+    checked = launch.FastLaunch(jit)
+    checked[(1,)](x, 32, BLOCK=16, FLAG=True, variant=("v",))
+    checked[(1,)](x, 48, BLOCK=16, FLAG=True, variant=("v",))  # same specialisation: fine
+    with pytest.raises(AssertionError, match="covers two specialisations"):
+        checked[(1,)](x, 1, BLOCK=16, FLAG=True, variant=("v",))  # n == 1 is specialised
