@@ -1,0 +1,87 @@
+"""``driver.launch_variant`` must determine every Triton specialisation of the launches it keys
+(kernels/launch.py trusts it and skips the per-argument key). Checked on the CPU without launching:
+every launch ``verify_into`` makes over many layouts is recorded, and launches that share (kernel,
+variant, constexprs) must share ``FastLaunch.spec_key`` (what Triton specialises per argument). On a
+GPU the same claim is checked on every real launch (``SPECFUZZ_FAST_LAUNCH_CHECK=1`` in conftest)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from kernels import driver, launch
+from kernels.chunking import release_workspaces
+from tests.kernels._batches import make_batch
+
+SEED = 20261201
+
+
+def _record_launches(monkeypatch, variant_fn=None):
+    records = []
+
+    def record(self, grid, args, kwargs, variant=None):
+        records.append((self, args, kwargs, variant))
+
+    monkeypatch.setattr(launch.FastLaunch, "launch", record)
+    if variant_fn is not None:
+        monkeypatch.setattr(driver, "launch_variant", variant_fn)
+    return records
+
+
+def _layouts():
+    """Dtypes, vocabularies (multiples of 16 or not), metadata int widths, and budgets that slice the
+    batch into chunks starting at unaligned rows."""
+    gen = np.random.default_rng(SEED)
+    for i, (dtype, vocab, meta, budget, with_draft, method) in enumerate(itertools.product(
+            (torch.float32, torch.bfloat16), (16, 333, 64), (torch.int32, torch.int64), (None, 1),
+            (True, False), ("token", "block"))):
+        lengths = [int(k) for k in gen.integers(0, 4, 5)]
+        batch = make_batch(SEED + i, lengths=lengths, vocab=vocab, dtype=dtype, with_draft=with_draft)
+        args = list(batch.args())
+        for j in (2, 3, 5, 6):  # draft ids, cu, seeds, positions
+            args[j] = args[j].to(meta)
+        yield args, lengths, budget, method
+
+
+def _run_all(records):
+    for args, lengths, budget, method in _layouts():
+        release_workspaces()
+        width = max(lengths) + 1
+        dev = args[0].device
+        out_ids = torch.empty((len(lengths), width), dtype=torch.int64, device=dev)
+        out_num = torch.empty(len(lengths), dtype=torch.int32, device=dev)
+        out_logprobs = torch.empty((len(lengths), width), dtype=torch.float32, device=dev)
+        driver.verify_into(out_ids, out_num, out_logprobs, *args, np.asarray(lengths), method=method,
+                           max_chunk_bytes=budget)
+    conflicts, keys = [], {}
+    for kernel, args, kwargs, variant in records:
+        if variant is None:
+            continue
+        group = (id(kernel), variant, tuple(kwargs.items()))
+        spec = kernel.spec_key(args)
+        if keys.setdefault(group, spec) != spec:
+            conflicts.append((getattr(kernel.fn, "__name__", "?"), variant, keys[group], spec))
+    return conflicts
+
+
+def test_every_variant_determines_the_specialisation(monkeypatch):
+    records = _record_launches(monkeypatch)
+    conflicts = _run_all(records)
+    assert sum(v is not None for *_, v in records) > 500  # the driver keyed (almost) every launch
+    assert not conflicts, conflicts[:3]
+
+
+@pytest.mark.parametrize("dropped", ["alignment", "metadata dtypes"])
+def test_a_variant_missing_a_field_is_caught(monkeypatch, dropped):
+    """The same check against deliberately incomplete variants: it must report conflicts."""
+    full = driver.launch_variant
+
+    def incomplete(*args):
+        v = full(*args)
+        return v[:6] + v[8:] if dropped == "alignment" else v[:2] + v[6:]
+
+    records = _record_launches(monkeypatch, incomplete)
+    assert _run_all(records)
