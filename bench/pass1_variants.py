@@ -31,10 +31,7 @@ def stats_variant(target_ptr, draft_ptr, target_stride, draft_stride, row_scale_
     """ARGMAX 0: none, 1: tl.argmax (the previous kernel), 2: max + min (the current one)."""
     row = tl.program_id(0)
     vblock = tl.program_id(1)
-    if row < num_target_rows:
-        row_ptr = target_ptr + row.to(tl.int64) * target_stride
-    else:
-        row_ptr = draft_ptr + (row - num_target_rows).to(tl.int64) * draft_stride
+    row_ptr = row_stats.stacked_row(target_ptr, draft_ptr, target_stride, draft_stride, row, num_target_rows)
     cols = vblock * BLOCK_V + tl.arange(0, BLOCK_V)
     if EVICT:
         x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=NEG_INF, eviction_policy="evict_first")

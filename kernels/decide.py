@@ -28,7 +28,6 @@ import triton
 import triton.language as tl
 
 from kernels import tuning
-
 from kernels.randomness import ACCEPT_STREAM, philox_uniform
 from kernels.row_stats import inverse_temperature
 

@@ -38,7 +38,7 @@ import triton
 from kernels import tuning
 from kernels.chunking import Workspace, plan_for_budget, reusable_workspace, workspace_bytes_per_logit_row
 from kernels.decide import launch_decide
-from kernels.launch import _arg_key
+from kernels.launch import arg_spec
 from kernels.residual_mass import launch_residual_mass
 from kernels.residual_sample import launch_residual_sample, race_block_size
 from kernels.row_stats import launch_row_stats
@@ -71,7 +71,7 @@ def launch_variant(target_logits, draft_logits, draft_token_ids, cu, seeds, posi
     num_rows, vocab_size = target_logits.shape
     return (target_logits.dtype, draft.dtype, draft_token_ids.dtype, cu.dtype, seeds.dtype, positions.dtype,
             target_logits.data_ptr() % 16 == 0, draft.data_ptr() % 16 == 0,
-            _arg_key(target_logits.stride(0)), _arg_key(draft.stride(0)), _arg_key(vocab_size),
+            arg_spec(target_logits.stride(0)), arg_spec(draft.stride(0)), arg_spec(vocab_size),
             num_rows + draft.shape[0] < 2**31)
 
 

@@ -56,6 +56,16 @@ def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_
         tl.store(row_req_ptr + draft_rows, req + 0 * j, mask=j < k)
 
 
+@triton.jit
+def stacked_row(target_ptr, draft_ptr, target_stride, draft_stride, row, num_target_rows):
+    """Pointer to row ``row`` of pass 1's stacked view: target rows first, then draft rows."""
+    if row < num_target_rows:
+        row_ptr = target_ptr + row.to(tl.int64) * target_stride
+    else:
+        row_ptr = draft_ptr + (row - num_target_rows).to(tl.int64) * draft_stride
+    return row_ptr
+
+
 @tuning.launch_jit(counts=("num_target_rows", "num_vblocks"),
                    small_pointers=("row_scale_ptr", "blk_max_ptr", "blk_sum_ptr", "blk_arg_ptr"))
 def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr,
@@ -63,10 +73,7 @@ def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_sc
                       BLOCK_V: tl.constexpr):
     row = tl.program_id(0)
     vblock = tl.program_id(1)
-    if row < num_target_rows:
-        row_ptr = target_ptr + row.to(tl.int64) * target_stride
-    else:
-        row_ptr = draft_ptr + (row - num_target_rows).to(tl.int64) * draft_stride
+    row_ptr = stacked_row(target_ptr, draft_ptr, target_stride, draft_stride, row, num_target_rows)
     cols = vblock * BLOCK_V + tl.arange(0, BLOCK_V)
     # evict_first: each logit is read once here (the race re-reads one row per request, long after);
     # H200, 512 x 8 x 262144: bf16 1179 -> 1123 us, fp32 2084 -> 2011 us.
