@@ -29,7 +29,7 @@ import triton.language as tl
 
 from kernels import tuning
 from kernels.randomness import ACCEPT_STREAM, philox_uniform
-from kernels.row_stats import inverse_temperature
+from kernels.row_stats import inverse_temperature, request_span
 
 NEG_INF = tl.constexpr(float("-inf"))
 
@@ -90,9 +90,7 @@ def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids
                    DECIDE: tl.constexpr, WANT_LOGPROBS: tl.constexpr,
                    ROWS: tl.constexpr, NVB: tl.constexpr):
     req = tl.program_id(0)
-    cu0 = tl.load(cu_ptr)
-    draft_row0 = tl.load(cu_ptr + req) - cu0
-    k = tl.load(cu_ptr + req + 1) - cu0 - draft_row0
+    draft_row0, k = request_span(cu_ptr, req, num_target_rows - tl.num_programs(0), out_width - 1)
     target_row0 = draft_row0 + req
     temperature = tl.load(temperature_ptr + req).to(tl.float32)
     greedy = ~(temperature > 0)

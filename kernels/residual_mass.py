@@ -29,7 +29,9 @@ def _residual_mass_kernel(target_ptr, draft_ptr, target_stride, draft_stride, cu
     # Issued first: the draft row does not depend on the request lookup.
     xd = tl.load(draft_ptr + draft_row.to(tl.int64) * draft_stride + cols, mask=cols < vocab_size,
                  other=float("-inf")).to(tl.float32)
-    req = tl.load(row_req_ptr + num_target_rows + draft_row)
+    # Clamped: rows of a wrong vouched ``cu`` may be in no request's span (their entry is stale).
+    num_reqs = num_target_rows - tl.num_programs(0)
+    req = tl.minimum(tl.maximum(tl.load(row_req_ptr + num_target_rows + draft_row), 0), num_reqs - 1)
     target_row = draft_row + req  # target row i of the request sits at cu[r] + r + i
     temperature = tl.load(temperature_ptr + req).to(tl.float32)
     inv_t = inverse_temperature(temperature)

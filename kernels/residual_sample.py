@@ -31,7 +31,7 @@ from kernels import tuning
 from kernels.decide import log_prob
 from kernels.fastmath import LN2, LOG2E, fast_log2
 from kernels.randomness import SAMPLE_STREAM, log2_exponential_from_uniform, sampling_uniforms_block
-from kernels.row_stats import inverse_temperature
+from kernels.row_stats import inverse_temperature, request_span
 
 NEG_INF = tl.constexpr(float("-inf"))
 ONE_SIXTH = tl.constexpr(1.0 / 6.0)
@@ -94,9 +94,7 @@ def _race_blocks_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draf
                         NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr):
     req = tl.program_id(0)
     vblock = tl.program_id(1)
-    cu0 = tl.load(cu_ptr)
-    draft_row0 = tl.load(cu_ptr + req) - cu0
-    k = tl.load(cu_ptr + req + 1) - cu0 - draft_row0
+    draft_row0, k = request_span(cu_ptr, req, num_target_rows - tl.num_programs(0), out_width - 1)
     temperature = tl.load(temperature_ptr + req).to(tl.float32)
     sampled = temperature > 0
     inv_t = inverse_temperature(temperature)
@@ -136,24 +134,25 @@ def _race_blocks_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draf
     tl.debug_barrier()
     finished = tl.atomic_add(done_ptr + req, 1, sem="acq_rel")
     if finished == num_blocks - 1:
-        emit_request(req, target_ptr, target_stride, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
-                     row_max_ptr, row_log_sum_ptr, tau_ptr, res_score_ptr, res_index_ptr, out_ids_ptr,
-                     out_logprobs_ptr, out_width, vocab_size, num_blocks, WANT_LOGPROBS, NVB, FALLBACK_BLOCK)
+        emit_request(req, target_ptr, target_stride, draft_row0 + req, temperature_ptr, seeds_ptr,
+                     positions_ptr, row_max_ptr, row_log_sum_ptr, tau_ptr, res_score_ptr, res_index_ptr,
+                     out_ids_ptr, out_logprobs_ptr, out_width, vocab_size, num_blocks, WANT_LOGPROBS, NVB,
+                     FALLBACK_BLOCK)
 
 
 @triton.jit
-def emit_request(req, target_ptr, target_stride, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
+def emit_request(req, target_ptr, target_stride, target_row0, temperature_ptr, seeds_ptr, positions_ptr,
                  row_max_ptr, row_log_sum_ptr, tau_ptr, res_score_ptr, res_index_ptr,
                  out_ids_ptr, out_logprobs_ptr, out_width, vocab_size, num_blocks,
                  WANT_LOGPROBS: tl.constexpr, NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr):
-    """Pass B for request ``req``: the lowest-index best of its block partials (or the fallback race
-    when all are ``-inf``), written with its logprob. Partials are read past L1 (``.cg``): other
-    programs wrote them during this launch."""
+    """Pass B for request ``req`` (first target row ``target_row0``): the lowest-index best of its
+    block partials (or the fallback race when all are ``-inf``), written with its logprob.
+    Partials are read past L1 (``.cg``): other programs wrote them during this launch."""
     temperature = tl.load(temperature_ptr + req).to(tl.float32)
     sampled = temperature > 0
     inv_t = inverse_temperature(temperature)
     tau = tl.load(tau_ptr + req)
-    target_row = tl.load(cu_ptr + req) - tl.load(cu_ptr) + req + tau
+    target_row = target_row0 + tau
     row_max = tl.load(row_max_ptr + target_row)
     row_log_sum = tl.load(row_log_sum_ptr + target_row)
 

@@ -33,6 +33,18 @@ def inverse_temperature(temperature):
     return tl.where(greedy, 1.0, 1.0 / tl.where(greedy, 1.0, temperature))
 
 
+@triton.jit
+def request_span(cu_ptr, req, num_drafts, max_k):
+    """``(first draft row, draft count)`` of request ``req``: ``cu`` read relative to ``cu[0]``, then
+    clamped to ``[0, num_drafts]`` and to at most ``max_k`` drafts. A valid ``cu`` is unchanged; a
+    wrong one that the caller vouched for (``draft_lengths`` skips the value check) keeps every
+    kernel inside its buffers (tests/kernels/test_vouched_metadata.py)."""
+    cu0 = tl.load(cu_ptr)
+    start = tl.minimum(tl.maximum(tl.load(cu_ptr + req) - cu0, 0), num_drafts)
+    end = tl.minimum(tl.maximum(tl.load(cu_ptr + req + 1) - cu0, start), num_drafts)
+    return start, tl.minimum(end - start, max_k)
+
+
 @tuning.launch_jit(counts=("num_target_rows",),
                    small_pointers=("cu_ptr", "temperature_ptr", "row_scale_ptr", "row_req_ptr", "done_ptr"))
 def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr, num_target_rows,
@@ -41,9 +53,8 @@ def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_
     request's counter of finished race blocks (``residual_sample``)."""
     req = tl.program_id(0)
     tl.store(done_ptr + req, 0)
-    cu0 = tl.load(cu_ptr)
-    draft_row0 = tl.load(cu_ptr + req) - cu0
-    k = tl.load(cu_ptr + req + 1) - cu0 - draft_row0
+    num_drafts = num_target_rows - tl.num_programs(0)
+    draft_row0, k = request_span(cu_ptr, req, num_drafts, num_drafts)
     temperature = tl.load(temperature_ptr + req).to(tl.float32)
     scale = tl.where(temperature > 0, inverse_temperature(temperature), -1.0)
     for j0 in range(0, k + 1, BLOCK):

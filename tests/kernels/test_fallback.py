@@ -25,7 +25,9 @@ def _emit_only_kernel(target_ptr, target_stride, cu_ptr, temperature_ptr, seeds_
                       out_logprobs_ptr,
                       out_width, vocab_size, num_blocks, NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr):
     """Pass B alone (in production the race's last block runs it)."""
-    emit_request(tl.program_id(0), target_ptr, target_stride, cu_ptr, temperature_ptr, seeds_ptr,
+    req = tl.program_id(0)
+    target_row0 = tl.load(cu_ptr + req) - tl.load(cu_ptr) + req
+    emit_request(req, target_ptr, target_stride, target_row0, temperature_ptr, seeds_ptr,
                  positions_ptr, row_max_ptr, row_log_sum_ptr, tau_ptr, res_score_ptr, res_index_ptr,
                  out_ids_ptr, out_logprobs_ptr, out_width, vocab_size, num_blocks, False, NVB, FALLBACK_BLOCK)
 
