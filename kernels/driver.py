@@ -42,7 +42,7 @@ from kernels.launch import arg_spec
 from kernels.residual_mass import launch_residual_mass
 from kernels.residual_sample import launch_residual_sample, race_block_size
 from kernels.row_stats import launch_row_stats
-from kernels.validation import check_metadata, check_rows, check_values
+from kernels.validation import PendingCheck, check_metadata, check_rows
 
 
 @dataclass
@@ -90,23 +90,33 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
     """
     host = check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature,
                           seeds, positions, method, max_chunk_bytes, want_logprobs, draft_lengths)
-    vocab_size = target_logits.shape[1]
+    num_logits, vocab_size = target_logits.shape
+    num_reqs = cu_num_draft_tokens.numel() - 1
+    device = target_logits.device
+    variant = None
     if draft_lengths is None:
-        lengths = check_values(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size)
+        # Lengths are copied back only when chunk planning needs them; the launch parameters are
+        # prepared while the summary is in flight.
+        pending = PendingCheck(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size,
+                               want_lengths=not one_chunk(num_logits, vocab_size, num_reqs, max_chunk_bytes,
+                                                          device))
+        variant = launch_variant(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, seeds,
+                                 positions)
+        out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
+        max_k, lengths = pending.result()
     else:
         lengths = host
+        max_k = int(lengths.max()) if num_reqs else 0
+        out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
     if validate:
         check_rows(target_logits, draft_logits)
-    num_reqs = lengths.size
-    width = (int(lengths.max()) if num_reqs else 0) + 1
-    device = target_logits.device
+    width = max_k + 1
     out_ids = torch.empty((num_reqs, width), dtype=torch.int64, device=device)
-    out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
     out_logprobs = (torch.empty((num_reqs, width), dtype=torch.float32, device=device) if want_logprobs
                     else None)
     verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, draft_token_ids,
                 cu_num_draft_tokens, temperature, seeds, positions, lengths, method=method,
-                max_chunk_bytes=max_chunk_bytes)
+                max_chunk_bytes=max_chunk_bytes, variant=variant)
     return out_ids, out_num, out_logprobs
 
 
@@ -137,15 +147,30 @@ def geometry(vocab_size: int, num_reqs: int, width: int, block_size: int | None,
                     rows_pow2=max(16, triton.next_power_of_2(width)))
 
 
+def one_chunk(num_logits: int, vocab_size: int, num_reqs: int, max_chunk_bytes: int | None,
+              device: torch.device, block_size: int | None = None) -> bool:
+    """Whether the call runs as one chunk on one stream (no plan, so no host-side lengths needed):
+    decided by the shapes alone."""
+    if overlap_stream(device) is not None:
+        return False
+    if max_chunk_bytes is None or num_reqs == 0:
+        return True
+    geo = geometry(vocab_size, num_reqs, 1, block_size, tuning.knobs())  # the width does not matter here
+    return num_logits <= max(1, max_chunk_bytes // workspace_bytes_per_logit_row(geo.num_vblocks,
+                                                                                 geo.race_blocks))
+
+
 def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, draft_token_ids, cu, temperature,
-                seeds, positions, lengths: Sequence[int], *, method: str, max_chunk_bytes: int | None,
-                block_size: int | None = None) -> list[int]:
+                seeds, positions, lengths: Sequence[int] | None, *, method: str, max_chunk_bytes: int | None,
+                block_size: int | None = None, variant: tuple | None = None) -> list[int]:
     """Fill preallocated outputs (every entry is written). Arguments must already be checked.
 
+    ``lengths`` (host draft lengths) may be None when ``one_chunk`` holds: only a plan needs them.
+    ``variant``: ``launch_variant`` of the arguments, when the caller already has it.
     Returns the workspace bytes of each chunk (for the memory-bound tests).
     """
     num_logits, vocab_size = target_logits.shape
-    num_reqs = len(lengths)
+    num_reqs = cu.numel() - 1
     if num_reqs == 0:
         return []
     geo = geometry(vocab_size, num_reqs, out_ids.shape[1], block_size, tuning.knobs())
@@ -155,16 +180,18 @@ def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, dra
                  two_stage=block_method and has_draft)
     side = overlap_stream(target_logits.device)
     num_drafts = num_logits - num_reqs
-    per_row = workspace_bytes_per_logit_row(geo.num_vblocks, geo.race_blocks)
-    if side is None and (max_chunk_bytes is None or num_logits <= max(1, max_chunk_bytes // per_row)):
+    if one_chunk(num_logits, vocab_size, num_reqs, max_chunk_bytes, target_logits.device, block_size):
         # The common case: one chunk, the caller's tensors as they are, a reusable workspace.
         ws = reusable_workspace((num_logits, num_drafts, num_reqs, geo.num_vblocks, geo.race_blocks),
                                 target_logits.device)
-        variant = launch_variant(target_logits, draft_logits, draft_token_ids, cu, seeds, positions)
+        if variant is None:
+            variant = launch_variant(target_logits, draft_logits, draft_token_ids, cu, seeds, positions)
         chunk = ChunkTensors(target_logits, draft_logits, draft_token_ids, cu, temperature, seeds, positions,
                              out_ids, out_num, out_logprobs, variant)
         _launch_chunk(ws, chunk, num_reqs, geo, **flags)
         return [ws.nbytes]
+    if lengths is None:
+        raise ValueError("lengths: host draft lengths are needed to plan chunks")
     plan = plan_for_budget(lengths, geo.num_vblocks, geo.race_blocks, max_chunk_bytes)
     lengths = np.asarray(lengths, dtype=np.int64)
     first_draft = np.concatenate(([0], np.cumsum(lengths)))

@@ -50,7 +50,7 @@ def capture_verify(target_logits, draft_logits, draft_token_ids, cu_num_draft_to
     lengths = check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature,
                              seeds, positions, method, max_chunk_bytes, want_logprobs, draft_lengths)
     checked = check_values(draft_token_ids, cu_num_draft_tokens, temperature, target_logits.shape[1])
-    if not np.array_equal(checked, lengths):
+    if not np.array_equal(checked.lengths, lengths):
         raise ValueError("draft_lengths: differ from cu_num_draft_tokens")
     args = (target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature, seeds, positions)
     side = torch.cuda.Stream(device=target_logits.device)

@@ -3,16 +3,19 @@ raised before any kernel launch.
 
 Metadata (types, shapes, dtypes, devices) is checked on the host for free. Values (``cu``
 monotonicity, draft ids in ``[-1, V)``, temperatures ``>= 0`` and not NaN) need the device data: a
-one-program kernel summarises them and they come back in ONE device-to-host copy, which also gives
-the host-side draft lengths chunk planning needs. (This launch is the only one before the checks
-pass; it reads the arguments and writes only its own summary.) A caller that passes ``draft_lengths``
-(host ints it already has) skips that copy and
-vouches for those values; the kernels still never write out of bounds or emit an id outside
-``[0, V)`` whatever the values are.
+one-program kernel summarises them (seven scalars, plus ``cu`` itself when chunk planning needs the
+host-side lengths) and they come back in ONE copy into pinned memory; the driver prepares its
+launches while that copy is in flight (``PendingCheck``). This launch is the only one before the
+checks pass; it reads the arguments and writes only its own summary. A caller that passes
+``draft_lengths`` (host ints it already has) skips that copy and vouches for those values; the
+kernels still never read or write out of bounds or emit an id outside ``[0, V)`` whatever the values
+are.
 """
 
 from __future__ import annotations
 
+import threading
+from typing import NamedTuple
 
 import kernels._device  # noqa: F401
 import numpy as np
@@ -110,16 +113,34 @@ def host_lengths(draft_lengths) -> np.ndarray | None:
     return np.asarray(values, dtype=np.int64).reshape(-1)
 
 
+SUMMARY_SCALARS = 7  # words of the value summary before its copy of cu (kernel docstring)
+
+
 @tuning.launch_jit(counts=("num_reqs", "num_drafts"),
                    small_pointers=("cu_ptr", "ids_ptr", "temperature_ptr", "out_ptr"))
 def _summarise_values_kernel(cu_ptr, ids_ptr, temperature_ptr, out_ptr, num_reqs, num_drafts,
-                             BLOCK: tl.constexpr):
-    """out = [cu (num_reqs + 1 values), min draft id, max draft id, count of temperatures not >= 0]."""
+                             BLOCK: tl.constexpr, SCALARS: tl.constexpr, COPY_CU: tl.constexpr):
+    """out = [cu[0], cu[num_reqs], min and max of cu[r+1] - cu[r] (0 without requests), min and max
+    draft id, count of temperatures not >= 0] (``SCALARS`` words) then, with ``COPY_CU``, cu itself
+    (num_reqs + 1 values)."""
     offs = tl.arange(0, BLOCK)
-    for start in range(0, num_reqs + 1, BLOCK):
+    step_low = tl.full((BLOCK,), 2**62, tl.int64)
+    step_high = tl.full((BLOCK,), -(2**62), tl.int64)
+    bad = tl.zeros((BLOCK,), tl.int64)
+    for start in range(0, num_reqs, BLOCK):
         idx = start + offs
-        cu = tl.load(cu_ptr + idx, mask=idx <= num_reqs).to(tl.int64)
-        tl.store(out_ptr + idx, cu, mask=idx <= num_reqs)
+        live = idx < num_reqs
+        step = (tl.load(cu_ptr + idx + 1, mask=live, other=0).to(tl.int64)
+                - tl.load(cu_ptr + idx, mask=live, other=0).to(tl.int64))
+        step_low = tl.where(live, tl.minimum(step_low, step), step_low)
+        step_high = tl.where(live, tl.maximum(step_high, step), step_high)
+        t = tl.load(temperature_ptr + idx, mask=live, other=1.0)
+        bad += tl.where(t >= 0, 0, 1)
+    if COPY_CU:
+        for start in range(0, num_reqs + 1, BLOCK):
+            idx = start + offs
+            cu = tl.load(cu_ptr + idx, mask=idx <= num_reqs).to(tl.int64)
+            tl.store(out_ptr + SCALARS + idx, cu, mask=idx <= num_reqs)
     low = tl.full((BLOCK,), 2**62, tl.int64)
     high = tl.full((BLOCK,), -(2**62), tl.int64)
     for start in range(0, num_drafts, BLOCK):
@@ -127,40 +148,88 @@ def _summarise_values_kernel(cu_ptr, ids_ptr, temperature_ptr, out_ptr, num_reqs
         x = tl.load(ids_ptr + idx, mask=idx < num_drafts, other=0).to(tl.int64)
         low = tl.where(idx < num_drafts, tl.minimum(low, x), low)
         high = tl.where(idx < num_drafts, tl.maximum(high, x), high)
-    bad = tl.zeros((BLOCK,), tl.int64)
-    for start in range(0, num_reqs, BLOCK):
-        idx = start + offs
-        t = tl.load(temperature_ptr + idx, mask=idx < num_reqs, other=1.0)
-        bad += tl.where(t >= 0, 0, 1)
-    tl.store(out_ptr + num_reqs + 1, tl.min(low, axis=0))
-    tl.store(out_ptr + num_reqs + 2, tl.max(high, axis=0))
-    tl.store(out_ptr + num_reqs + 3, tl.sum(bad, axis=0))
+    no_reqs = num_reqs == 0
+    tl.store(out_ptr + 0, tl.load(cu_ptr).to(tl.int64))
+    tl.store(out_ptr + 1, tl.load(cu_ptr + num_reqs).to(tl.int64))
+    tl.store(out_ptr + 2, tl.where(no_reqs, 0, tl.min(step_low, axis=0)))
+    tl.store(out_ptr + 3, tl.where(no_reqs, 0, tl.max(step_high, axis=0)))
+    tl.store(out_ptr + 4, tl.min(low, axis=0))
+    tl.store(out_ptr + 5, tl.max(high, axis=0))
+    tl.store(out_ptr + 6, tl.sum(bad, axis=0))
 
 
-def check_values(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size: int) -> np.ndarray:
-    """Value checks through one launch and one device-to-host copy; returns the host draft lengths
-    (int64 array)."""
-    num_drafts = draft_token_ids.numel()
-    num_reqs = cu_num_draft_tokens.numel() - 1
-    summary = torch.empty(num_reqs + 4, dtype=torch.int64, device=cu_num_draft_tokens.device)
-    _summarise_values_kernel[(1,)](cu_num_draft_tokens, draft_token_ids, temperature, summary, num_reqs,
-                                   num_drafts, BLOCK=1024)
-    host = summary.cpu().numpy()
-    cu = host[: num_reqs + 1]
-    if cu[0] != 0:
-        _fail("cu_num_draft_tokens", f"must start at 0, starts at {cu[0]}")
-    lengths = np.diff(cu)
-    if lengths.size and lengths.min() < 0:
-        _fail("cu_num_draft_tokens", "must be non-decreasing")
-    if cu[-1] != num_drafts:
-        _fail("cu_num_draft_tokens", f"ends at {cu[-1]}, expected num_draft_total = {num_drafts}")
-    low, high = int(host[num_reqs + 1]), int(host[num_reqs + 2])
-    if num_drafts and (low < -1 or high >= vocab_size):
-        _fail("draft_token_ids",
-              f"ids must lie in [0, {vocab_size}) (or be -1 padding), got range [{low}, {high}]")
-    if host[num_reqs + 3]:
-        _fail("temperature", f"{int(host[num_reqs + 3])} entries are negative or NaN")
-    return lengths
+class CheckedValues(NamedTuple):
+    """What the value check tells the host: the longest draft and, when asked for, every length."""
+
+    max_draft_len: int
+    lengths: np.ndarray | None
+
+
+_buffers = threading.local()
+
+
+def _summary_buffers(device: torch.device, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """This thread's (device, host) summary buffers, grown to ``size`` words. The host one is pinned
+    so the copy is a plain DMA. Reuse is safe: a call reads its summary before it returns."""
+    kept = getattr(_buffers, "entries", None)
+    if kept is None:
+        kept = _buffers.entries = {}
+    entry = kept.get(device)
+    if entry is None or entry[0].numel() < size:
+        size = max(size, 64)
+        on_device = torch.empty(size, dtype=torch.int64, device=device)
+        host = on_device if device.type != "cuda" else torch.empty(size, dtype=torch.int64, pin_memory=True)
+        entry = kept[device] = (on_device, host)
+    return entry
+
+
+class PendingCheck:
+    """A launched value summary whose copy to the host is in flight; :meth:`result` waits for it."""
+
+    def __init__(self, draft_token_ids, cu_num_draft_tokens, temperature, vocab_size: int,
+                 want_lengths: bool):
+        self.num_drafts = draft_token_ids.numel()
+        self.num_reqs = cu_num_draft_tokens.numel() - 1
+        self.vocab_size = vocab_size
+        self.want_lengths = want_lengths
+        device = cu_num_draft_tokens.device
+        size = SUMMARY_SCALARS + (self.num_reqs + 1 if want_lengths else 0)
+        on_device, self._host = _summary_buffers(device, size)
+        _summarise_values_kernel[(1,)](cu_num_draft_tokens, draft_token_ids, temperature, on_device,
+                                       self.num_reqs, self.num_drafts, BLOCK=1024,
+                                       SCALARS=SUMMARY_SCALARS, COPY_CU=want_lengths)
+        self._size = size
+        self._stream = None
+        if device.type == "cuda":
+            self._host[:size].copy_(on_device[:size], non_blocking=True)
+            self._stream = torch.cuda.current_stream(device)
+
+    def result(self) -> CheckedValues:
+        """Waits for the summary, raises ``ValueError`` naming the argument on a bad value."""
+        if self._stream is not None:
+            self._stream.synchronize()
+        summary = self._host[:self._size].numpy()
+        cu0, cu_end, min_step, max_step, low, high, bad = summary[:SUMMARY_SCALARS].tolist()
+        lengths = np.diff(summary[SUMMARY_SCALARS:]) if self.want_lengths else None
+        if cu0 != 0:
+            _fail("cu_num_draft_tokens", f"must start at 0, starts at {cu0}")
+        if min_step < 0:
+            _fail("cu_num_draft_tokens", "must be non-decreasing")
+        if cu_end != self.num_drafts:
+            _fail("cu_num_draft_tokens", f"ends at {cu_end}, expected num_draft_total = {self.num_drafts}")
+        if self.num_drafts and (low < -1 or high >= self.vocab_size):
+            _fail("draft_token_ids",
+                  f"ids must lie in [0, {self.vocab_size}) (or be -1 padding), got range [{low}, {high}]")
+        if bad:
+            _fail("temperature", f"{bad} entries are negative or NaN")
+        return CheckedValues(max_step, lengths)
+
+
+def check_values(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size: int,
+                 want_lengths: bool = True) -> CheckedValues:
+    """Value checks through one launch and one device-to-host copy (``PendingCheck`` splits the two
+    so the host can prepare the launches while the copy is in flight)."""
+    return PendingCheck(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size, want_lengths).result()
 
 
 def check_rows(target_logits, draft_logits) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -115,6 +116,10 @@ def _bad_inputs():
     case("cu_num_draft_tokens", cu_num_draft_tokens=torch.tensor([0, 2, 1], dtype=torch.int32, device=DEVICE))
     case("cu_num_draft_tokens", cu_num_draft_tokens=torch.tensor([1, 2, 3], dtype=torch.int32, device=DEVICE))
     case("cu_num_draft_tokens", cu_num_draft_tokens=torch.tensor([0, 2, 2], dtype=torch.int32, device=DEVICE))
+    # the same value checks when chunk planning also copies cu back (a 1-byte budget)
+    case("cu_num_draft_tokens", cu_num_draft_tokens=torch.tensor([0, 2, 1], dtype=torch.int32, device=DEVICE),
+         max_chunk_bytes=1)
+    case("draft_token_ids", draft_token_ids=torch.tensor([0, 16, 3], device=DEVICE), max_chunk_bytes=1)
     case("temperature", temperature=torch.tensor([1.0, -0.5], device=DEVICE))
     case("temperature", temperature=torch.tensor([float("nan"), 1.0], device=DEVICE))
     case("temperature", temperature=torch.tensor([1.0], device=DEVICE))
@@ -147,6 +152,22 @@ def test_good_input_passes_the_checks(monkeypatch):
     monkeypatch.setattr(driver, "verify_into", lambda *a, **k: launched.append(1))
     kernels.rejection_sample(*make_batch(25, lengths=[2, 1], vocab=16).args())
     assert launched
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("cu", [[0], [0, 0], [0, 3, 3, 4, 9]])
+def test_value_summary_returns_the_lengths(cu):
+    """The summary's longest draft, and the lengths it copies back only when asked."""
+    from kernels.validation import check_values
+
+    cu_t = torch.tensor(cu, dtype=torch.int32, device=DEVICE)
+    ids = torch.zeros(cu[-1], dtype=torch.int64, device=DEVICE)
+    temperature = torch.ones(len(cu) - 1, device=DEVICE)
+    lengths = np.diff(cu)
+    full = check_values(ids, cu_t, temperature, 16)
+    assert full.max_draft_len == (lengths.max() if lengths.size else 0)
+    assert np.array_equal(full.lengths, lengths)
+    assert check_values(ids, cu_t, temperature, 16, want_lengths=False) == (full.max_draft_len, None)
 
 
 def test_empty_batch():
