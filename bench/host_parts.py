@@ -46,7 +46,9 @@ def main():
     print("python", sys.version.split()[0], "torch", torch.__version__)
     parts = {
         "check_metadata": functools.partial(validation.check_metadata, *args, "token", 1 << 30, False, [8]),
-        "check_values (launch + D2H)": functools.partial(validation.check_values, *args[2:5], 32000),
+        "check_values (scalars, pinned)": functools.partial(validation.check_values, *args[2:5], 32000,
+                                                            want_lengths=False),
+        "check_values (with lengths)": functools.partial(validation.check_values, *args[2:5], 32000),
         "torch.empty": functools.partial(torch.empty, 9, dtype=torch.int64, device=dev),
         "Workspace.allocate": functools.partial(chunking.Workspace.allocate, 9, 8, 1, 4, 8, dev),
         "plan_for_budget": functools.partial(chunking.plan_for_budget, np.array([8]), 4, 8, 1 << 30),

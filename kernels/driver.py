@@ -2,9 +2,9 @@
 
 Launches per chunk (docs/kernels.md has the design and the performance log):
 
-1. ``row_stats``      a row table (also zeroing the race counters), then one read of every target
-                      and draft row: per-(row, vocab block) max / sum-exp / argmax at the request's
-                      temperature;
+1. ``row_stats``      a row table (also zeroing the race counters; on the one-chunk default path
+                      the value summary launch writes it), then one read of every target and draft
+                      row: per-(row, vocab block) max / sum-exp / argmax at the request's temperature;
 2. ``decide``         one program per request: combine the statistics, accept/reject (greedy and
                       token: final; block with draft logits: stage COMBINE, computing ``log p_i``);
 3. ``residual_mass``  block with draft logits only: second read of the rows for ``Z_{i+1}``, then
@@ -93,13 +93,15 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
     num_logits, vocab_size = target_logits.shape
     num_reqs = cu_num_draft_tokens.numel() - 1
     device = target_logits.device
-    variant = None
+    variant = ws = None
     if draft_lengths is None:
-        # Lengths are copied back only when chunk planning needs them; the launch parameters are
-        # prepared while the summary is in flight.
+        # Lengths are copied back only when chunk planning needs them. One chunk: the summary launch
+        # also writes the row table into the kept workspace, and the launch parameters are prepared
+        # while the summary is in flight.
+        single = one_chunk(num_logits, vocab_size, num_reqs, max_chunk_bytes, device)
+        ws = one_chunk_workspace(num_logits, vocab_size, num_reqs, device) if single and num_reqs else None
         pending = PendingCheck(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size,
-                               want_lengths=not one_chunk(num_logits, vocab_size, num_reqs, max_chunk_bytes,
-                                                          device))
+                               want_lengths=not single, table=ws)
         variant = launch_variant(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, seeds,
                                  positions)
         out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
@@ -116,7 +118,7 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
                     else None)
     verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, draft_token_ids,
                 cu_num_draft_tokens, temperature, seeds, positions, lengths, method=method,
-                max_chunk_bytes=max_chunk_bytes, variant=variant)
+                max_chunk_bytes=max_chunk_bytes, variant=variant, table_workspace=ws)
     return out_ids, out_num, out_logprobs
 
 
@@ -160,13 +162,23 @@ def one_chunk(num_logits: int, vocab_size: int, num_reqs: int, max_chunk_bytes: 
                                                                                  geo.race_blocks))
 
 
+def one_chunk_workspace(num_logits: int, vocab_size: int, num_reqs: int, device: torch.device,
+                        block_size: int | None = None) -> Workspace:
+    """The (kept) workspace of a one-chunk call."""
+    geo = geometry(vocab_size, num_reqs, 1, block_size, tuning.knobs())
+    return reusable_workspace((num_logits, num_logits - num_reqs, num_reqs, geo.num_vblocks, geo.race_blocks),
+                              device)
+
+
 def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, draft_token_ids, cu, temperature,
                 seeds, positions, lengths: Sequence[int] | None, *, method: str, max_chunk_bytes: int | None,
-                block_size: int | None = None, variant: tuple | None = None) -> list[int]:
+                block_size: int | None = None, variant: tuple | None = None,
+                table_workspace: Workspace | None = None) -> list[int]:
     """Fill preallocated outputs (every entry is written). Arguments must already be checked.
 
     ``lengths`` (host draft lengths) may be None when ``one_chunk`` holds: only a plan needs them.
     ``variant``: ``launch_variant`` of the arguments, when the caller already has it.
+    ``table_workspace``: a one-chunk workspace whose row table is already written (the value summary).
     Returns the workspace bytes of each chunk (for the memory-bound tests).
     """
     num_logits, vocab_size = target_logits.shape
@@ -182,13 +194,13 @@ def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, dra
     num_drafts = num_logits - num_reqs
     if one_chunk(num_logits, vocab_size, num_reqs, max_chunk_bytes, target_logits.device, block_size):
         # The common case: one chunk, the caller's tensors as they are, a reusable workspace.
-        ws = reusable_workspace((num_logits, num_drafts, num_reqs, geo.num_vblocks, geo.race_blocks),
-                                target_logits.device)
+        ws = table_workspace or reusable_workspace(
+            (num_logits, num_drafts, num_reqs, geo.num_vblocks, geo.race_blocks), target_logits.device)
         if variant is None:
             variant = launch_variant(target_logits, draft_logits, draft_token_ids, cu, seeds, positions)
         chunk = ChunkTensors(target_logits, draft_logits, draft_token_ids, cu, temperature, seeds, positions,
                              out_ids, out_num, out_logprobs, variant)
-        _launch_chunk(ws, chunk, num_reqs, geo, **flags)
+        _launch_chunk(ws, chunk, num_reqs, geo, table_written=table_workspace is not None, **flags)
         return [ws.nbytes]
     if lengths is None:
         raise ValueError("lengths: host draft lengths are needed to plan chunks")
@@ -226,10 +238,11 @@ def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, dra
     return workspace_sizes
 
 
-def _launch_chunk(ws, chunk, num_reqs, geo, *, block_method, has_draft, want_logprobs, two_stage, side=None):
+def _launch_chunk(ws, chunk, num_reqs, geo, *, block_method, has_draft, want_logprobs, two_stage, side=None,
+                  table_written=False):
     """The launch sequence of one chunk (module docstring); the race goes to ``side`` when given."""
     launch_row_stats(ws, chunk.target_logits, chunk.draft_logits, chunk.cu, chunk.temperature, num_reqs,
-                     geo.block_v, variant=chunk.variant)
+                     geo.block_v, variant=chunk.variant, table_written=table_written)
     common = dict(block_method=block_method, has_draft=has_draft, want_logprobs=want_logprobs,
                   rows=geo.rows_pow2, nvb_pow2=geo.nvb_pow2)
     launch_decide(ws, chunk, num_reqs, combine=True, decide=not two_stage, **common)

@@ -24,6 +24,7 @@ from kernels import tuning
 LOG2E = tl.constexpr(1.4426950408889634)
 NEG_INF = tl.constexpr(float("-inf"))
 STREAM = tl.constexpr("evict_first")
+TABLE_BLOCK = 32  # rows of the row table one store covers
 
 
 @triton.jit
@@ -45,15 +46,13 @@ def request_span(cu_ptr, req, num_drafts, max_k):
     return start, tl.minimum(end - start, max_k)
 
 
-@tuning.launch_jit(counts=("num_target_rows",),
-                   small_pointers=("cu_ptr", "temperature_ptr", "row_scale_ptr", "row_req_ptr", "done_ptr"))
-def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr, num_target_rows,
-                      BLOCK: tl.constexpr):
-    """Per row: ``scale = 1/T`` (``-1`` marks a greedy row) and the request index. Also zeroes the
-    request's counter of finished race blocks (``residual_sample``)."""
-    req = tl.program_id(0)
+@triton.jit
+def write_row_table(req, cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr, num_target_rows,
+                    num_reqs, BLOCK: tl.constexpr):
+    """Request ``req``'s rows of the row table: ``scale = 1/T`` (``-1`` marks a greedy row) and the
+    request index. Also zeroes the request's counter of finished race blocks (``residual_sample``)."""
     tl.store(done_ptr + req, 0)
-    num_drafts = num_target_rows - tl.num_programs(0)
+    num_drafts = num_target_rows - num_reqs
     draft_row0, k = request_span(cu_ptr, req, num_drafts, num_drafts)
     temperature = tl.load(temperature_ptr + req).to(tl.float32)
     scale = tl.where(temperature > 0, inverse_temperature(temperature), -1.0)
@@ -65,6 +64,15 @@ def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_
         draft_rows = num_target_rows + draft_row0 + j
         tl.store(row_scale_ptr + draft_rows, scale + 0.0 * j, mask=j < k)
         tl.store(row_req_ptr + draft_rows, req + 0 * j, mask=j < k)
+
+
+@tuning.launch_jit(counts=("num_target_rows",),
+                   small_pointers=("cu_ptr", "temperature_ptr", "row_scale_ptr", "row_req_ptr", "done_ptr"))
+def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr, num_target_rows,
+                      BLOCK: tl.constexpr):
+    """One program per request (the default path's value summary writes the table itself instead)."""
+    write_row_table(tl.program_id(0), cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr,
+                    num_target_rows, tl.num_programs(0), BLOCK)
 
 
 @triton.jit
@@ -108,13 +116,16 @@ def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_sc
         tl.store(blk_arg_ptr + out, tl.min(tl.where(finite == best, cols, vocab_size + BLOCK_V), axis=0))
 
 
-def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs, block_v, variant=None):
-    """Fill the row table, then ``ws.blk_max/blk_sum/blk_arg`` for target rows then draft rows."""
+def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs, block_v, variant=None,
+                     table_written=False):
+    """Fill the row table (unless ``table_written``: the value summary did), then
+    ``ws.blk_max/blk_sum/blk_arg`` for target rows then draft rows."""
     num_target_rows, vocab_size = target_logits.shape
     num_draft_rows = 0 if draft_logits is None else draft_logits.shape[0]
     draft = target_logits if draft_logits is None else draft_logits
-    _row_table_kernel[(num_reqs,)](cu, temperature, ws.row_scale, ws.row_req, ws.done, num_target_rows,
-                                   BLOCK=32, variant=variant)
+    if not table_written:
+        _row_table_kernel[(num_reqs,)](cu, temperature, ws.row_scale, ws.row_req, ws.done, num_target_rows,
+                                       BLOCK=TABLE_BLOCK, variant=variant)
     grid = (num_target_rows + num_draft_rows, ws.num_vblocks)
     _row_stats_kernel[grid](
         target_logits, draft, target_logits.stride(0), draft.stride(0), ws.row_scale,

@@ -20,9 +20,11 @@ from typing import NamedTuple
 import kernels._device  # noqa: F401
 import numpy as np
 import torch
+import triton
 import triton.language as tl
 
 from kernels import tuning
+from kernels.row_stats import TABLE_BLOCK, write_row_table
 
 LOGIT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 INT_DTYPES = (torch.int32, torch.int64)
@@ -117,12 +119,26 @@ SUMMARY_SCALARS = 7  # words of the value summary before its copy of cu (kernel 
 
 
 @tuning.launch_jit(counts=("num_reqs", "num_drafts"),
-                   small_pointers=("cu_ptr", "ids_ptr", "temperature_ptr", "out_ptr"))
-def _summarise_values_kernel(cu_ptr, ids_ptr, temperature_ptr, out_ptr, num_reqs, num_drafts,
-                             BLOCK: tl.constexpr, SCALARS: tl.constexpr, COPY_CU: tl.constexpr):
-    """out = [cu[0], cu[num_reqs], min and max of cu[r+1] - cu[r] (0 without requests), min and max
-    draft id, count of temperatures not >= 0] (``SCALARS`` words) then, with ``COPY_CU``, cu itself
-    (num_reqs + 1 values)."""
+                   small_pointers=("cu_ptr", "ids_ptr", "temperature_ptr", "out_ptr", "row_scale_ptr",
+                                   "row_req_ptr", "done_ptr"))
+def _summarise_values_kernel(cu_ptr, ids_ptr, temperature_ptr, out_ptr, row_scale_ptr, row_req_ptr, done_ptr,
+                             num_reqs, num_drafts, BLOCK: tl.constexpr, SCALARS: tl.constexpr,
+                             COPY_CU: tl.constexpr, WRITE_TABLE: tl.constexpr, TABLE_BLOCK: tl.constexpr):
+    """Program 0: out = [cu[0], cu[num_reqs], min and max of cu[r+1] - cu[r] (0 without requests),
+    min and max draft id, count of temperatures not >= 0] (``SCALARS`` words) then, with ``COPY_CU``,
+    cu itself (num_reqs + 1 values). With ``WRITE_TABLE`` (one program per request) every program
+    also writes its request's rows of the row table, which saves the one-chunk default path a launch
+    after the sync; the spans are clamped, so unchecked values stay inside the workspace."""
+    if WRITE_TABLE:
+        write_row_table(tl.program_id(0), cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr,
+                        num_drafts + num_reqs, num_reqs, TABLE_BLOCK)
+    if tl.program_id(0) == 0:
+        _summarise(cu_ptr, ids_ptr, temperature_ptr, out_ptr, num_reqs, num_drafts, BLOCK, SCALARS, COPY_CU)
+
+
+@triton.jit
+def _summarise(cu_ptr, ids_ptr, temperature_ptr, out_ptr, num_reqs, num_drafts, BLOCK: tl.constexpr,
+               SCALARS: tl.constexpr, COPY_CU: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     step_low = tl.full((BLOCK,), 2**62, tl.int64)
     step_high = tl.full((BLOCK,), -(2**62), tl.int64)
@@ -187,7 +203,8 @@ class PendingCheck:
     """A launched value summary whose copy to the host is in flight; :meth:`result` waits for it."""
 
     def __init__(self, draft_token_ids, cu_num_draft_tokens, temperature, vocab_size: int,
-                 want_lengths: bool):
+                 want_lengths: bool, table=None):
+        """``table``: the one-chunk workspace whose row table the summary launch also writes."""
         self.num_drafts = draft_token_ids.numel()
         self.num_reqs = cu_num_draft_tokens.numel() - 1
         self.vocab_size = vocab_size
@@ -195,9 +212,12 @@ class PendingCheck:
         device = cu_num_draft_tokens.device
         size = SUMMARY_SCALARS + (self.num_reqs + 1 if want_lengths else 0)
         on_device, self._host = _summary_buffers(device, size)
-        _summarise_values_kernel[(1,)](cu_num_draft_tokens, draft_token_ids, temperature, on_device,
-                                       self.num_reqs, self.num_drafts, BLOCK=1024,
-                                       SCALARS=SUMMARY_SCALARS, COPY_CU=want_lengths)
+        write_table = table is not None and self.num_reqs > 0
+        table_views = (table.row_scale, table.row_req, table.done) if write_table else (on_device,) * 3
+        _summarise_values_kernel[(self.num_reqs if write_table else 1,)](
+            cu_num_draft_tokens, draft_token_ids, temperature, on_device, *table_views, self.num_reqs,
+            self.num_drafts, BLOCK=1024, SCALARS=SUMMARY_SCALARS, COPY_CU=want_lengths,
+            WRITE_TABLE=write_table, TABLE_BLOCK=TABLE_BLOCK)
         self._size = size
         self._stream = None
         if device.type == "cuda":
