@@ -68,9 +68,17 @@ def _hooks_set() -> bool:
     return _hook_active(runtime.launch_enter_hook) or _hook_active(runtime.launch_exit_hook)
 
 
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Triton's CUDA driver calls
+_GET_DEVICE = getattr(torch._C, "_cuda_getDevice", None)  # torch.cuda.current_device() minus its init check
+
+
 def _current_raw_stream(device: int) -> int:
-    getter = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Triton's CUDA driver calls
-    return getter(device) if getter is not None else torch.cuda.current_stream(device).cuda_stream
+    return _RAW_STREAM(device) if _RAW_STREAM is not None else torch.cuda.current_stream(device).cuda_stream
+
+
+def _current_device() -> int:
+    """Only called once a CUDA tensor exists (a launch), so CUDA is initialised."""
+    return _GET_DEVICE() if _GET_DEVICE is not None else torch.cuda.current_device()
 
 
 class FastLaunch:
@@ -102,7 +110,7 @@ class FastLaunch:
         skipped; ``CHECK_VARIANTS`` verifies that claim on every launch."""
         if not ENABLED or kernels._device.INTERPRETING or _hooks_set():
             return self.fn[grid](*args, **kwargs)
-        device = torch.cuda.current_device()
+        device = _current_device()
         # kwargs in call-site order: another order only makes another entry with the same kernel
         if variant is None or CHECK_VARIANTS:
             full = (device, self.spec_key(args), *kwargs.items())
@@ -120,9 +128,9 @@ class FastLaunch:
             name = getattr(self.fn, "__name__", "kernel")
             raise AssertionError(f"{name}: variant {variant!r} covers two specialisations: "
                                  f"{full_key!r} and {full!r}")
-        grid = tuple(grid) + (1, 1)
-        stream = _current_raw_stream(device)
-        hooks_and_metadata = (None, None, None)  # launch metadata, enter hook, exit hook: none set
-        compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata,
-                     *hooks_and_metadata, *args, *constexprs)
+        dims = len(grid)
+        # launch metadata, enter hook, exit hook: none set
+        compiled.run(grid[0], grid[1] if dims > 1 else 1, grid[2] if dims > 2 else 1,
+                     _current_raw_stream(device), compiled.function, compiled.packed_metadata,
+                     None, None, None, *args, *constexprs)
         return compiled
