@@ -3,7 +3,8 @@
 Usage: ``PYTHONPATH=. python3 bench/pass1_variants.py``. Prints, per dtype, the median time (us) of
 our ``_row_stats_kernel`` and of copies of it: the previous version (``tl.argmax``, plain loads),
 with/without ``evict_first``, the greedy argmax as max+min, no argmax code at all, and max only (a
-read-bandwidth ceiling for this access pattern). Rows are all sampled (no greedy row).
+read-bandwidth ceiling for this access pattern). Rows are all sampled (no greedy row). The copies
+predate pass 1's tail sum (``blk_tail``): they store the plain block sum.
 """
 
 from __future__ import annotations

@@ -138,6 +138,23 @@ def empty_residual_case() -> Case:
                  "crafted: token rejection with an empty float32 residual (fallback to the target row)")
 
 
+# Shared near-one-hot mode (V = 8, token method, one draft x = 1, T = 1): the target puts logit 0 on
+# token 0 and -30 elsewhere (tail 6.5e-13), the draft 0 on token 0, -17 on token 1 and -40 elsewhere
+# (tail 4.1e-8). Both tails are below float32's epsilon. x = 1 is rejected (accept ratio 2.3e-6) and
+# the residual (b - q)+ is 4.1e-8 on token 0 (the tail difference) against 9.4e-14 on tokens 2..7:
+# token 0 wins the race whatever the uniforms are (its score is ~13 nats ahead). A kernel whose row
+# normaliser rounds 1 + tail to 1 sees b(0) = q(0) = 1, an empty residual there, and emits 2..7.
+SHARED_MODE_SEED = 7
+_MODE_TARGET = np.array([[0.0] + [-30.0] * 7, [0.0] * 8])
+_MODE_DRAFT = np.array([[0.0, -17.0] + [-40.0] * 6])
+
+
+def shared_mode_case() -> Case:
+    return _case(_MODE_TARGET, _MODE_DRAFT, [1], [1], [SHARED_MODE_SEED], "token",
+                 "crafted: rejection whose residual lives on a mode shared by near-one-hot target and "
+                 "draft rows (tails below float32's epsilon)")
+
+
 def crafted_cases(methods) -> list[Case]:
     """The crafted coupled cases that apply to a kernel claiming ``methods``."""
     methods = sorted(methods)
@@ -145,7 +162,7 @@ def crafted_cases(methods) -> list[Case]:
         return []
     cases = [tiny_uniform_case(methods[0])]
     if "token" in methods:
-        cases.append(empty_residual_case())
+        cases += [empty_residual_case(), shared_mode_case()]
     if "block" in methods:
         cases += [high_eta_block_case(), block_residual_case()]
     return cases

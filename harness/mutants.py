@@ -252,10 +252,21 @@ CATALOGUE: tuple[Mutant, ...] = (
         "tiny-temperature-cancellation",
         "BUGS#13",
         "row_stats.py",
-        "block_sum = tl.sum(tl.exp2((x - block_max) * exp2_scale), axis=0)",
-        "block_sum = tl.sum(tl.exp2(x * exp2_scale - block_max * exp2_scale), axis=0)",
+        "e = tl.exp2((x - block_max) * exp2_scale)",
+        "e = tl.exp2(x * exp2_scale - block_max * exp2_scale)",
         "logits scaled before subtracting the max: catastrophic cancellation at T = 1e-8",
         (COUPLED, SHIFT),
+    ),
+    _m(
+        "tail-swallowed-by-max",
+        "BUGS#13",
+        "row_stats.py",
+        "block_tail = tl.where(block_sum < 2.0, tail_without_max, block_sum - 1.0)",
+        "block_tail = block_sum - 1.0",
+        "a block's tail is taken as (sum - 1), so the max's 1 swallows tails below float32's epsilon: "
+        "at a mode shared by near-one-hot target and draft rows the residual (their tail difference) "
+        "vanishes and the correction goes to the wrong token",
+        (COUPLED,),
     ),
     _m(
         "half-precision-statistics",
@@ -356,11 +367,12 @@ CATALOGUE: tuple[Mutant, ...] = (
         "combine-padded-sum-one",
         "generic:other-value",
         "decide.py",
-        "blk_sum = tl.load(blk_sum_ptr + offs, mask=mask, other=0.0)",
-        "blk_sum = tl.load(blk_sum_ptr + offs, mask=mask, other=1.0)",
-        "padded (row, block) partial sums read as 1 instead of 0",
-        equivalent="every masked lane also reads blk_max = -inf (other=NEG_INF on the line above), and "
-        "rescale = where(blk_max == -inf, 0, ...) multiplies the padded sum by exactly 0, so "
+        "blk_tail = tl.load(blk_tail_ptr + offs, mask=mask, other=-1.0)",
+        "blk_tail = tl.load(blk_tail_ptr + offs, mask=mask, other=0.0)",
+        "padded (row, block) partial tails read as 0 (a sum of 1) instead of -1 (a sum of 0)",
+        equivalent="every masked lane also reads blk_max = -inf (other=NEG_INF on the line above), so "
+        "rescale = where(blk_max == -inf, 0, ...) multiplies its (tail + 1) by exactly 0, and it is "
+        "never the first max block (a real block of the row has a lower index and a max >= -inf); "
         "row_log_sum is bit-identical for every input",
     ),
     _m(

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 # float32/int32 words the workspace holds, per unit (see Workspace.allocate).
-_WORDS_PER_ROW_BLOCK = 3  # blk_max, blk_sum, blk_arg, for every target and draft row
+_WORDS_PER_ROW_BLOCK = 3  # blk_max, blk_tail, blk_arg, for every target and draft row
 _WORDS_PER_ROW = 5  # row_max, row_log_sum, row_arg, row_scale, row_req
 _WORDS_PER_DRAFT_BLOCK = 1  # z_part
 _WORDS_PER_DRAFT = 1  # logp_before
@@ -75,7 +75,7 @@ class Workspace:
 
     num_vblocks: int
     blk_max: torch.Tensor
-    blk_sum: torch.Tensor
+    blk_tail: torch.Tensor
     blk_arg: torch.Tensor
     row_max: torch.Tensor
     row_log_sum: torch.Tensor
@@ -107,7 +107,7 @@ class Workspace:
         i_buf = torch.empty(sum(i_sizes), dtype=torch.int32, device=device)
         f = f_buf.split(f_sizes)
         i = i_buf.split(i_sizes)
-        return cls(num_vblocks=nvb, blk_max=f[0], blk_sum=f[1], row_max=f[2], row_log_sum=f[3],
+        return cls(num_vblocks=nvb, blk_max=f[0], blk_tail=f[1], row_max=f[2], row_log_sum=f[3],
                    z_part=f[4], logp_before=f[5], res_score=f[6], residual_logp=f[7], row_scale=f[8],
                    blk_arg=i[0], row_arg=i[1], res_index=i[2], tau=i[3], row_req=i[4], done=i[5],
                    nbytes=4 * (f_buf.numel() + i_buf.numel()), buffers=(f_buf, i_buf))

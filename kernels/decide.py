@@ -28,6 +28,7 @@ import triton
 import triton.language as tl
 
 from kernels import tuning
+from kernels.fastmath import log1p
 from kernels.randomness import ACCEPT_STREAM, philox_uniform
 from kernels.row_stats import inverse_temperature, request_span
 
@@ -50,21 +51,26 @@ def clipped_log_ratio_step(log_p, log_b, log_q):
 
 
 @triton.jit
-def _combine_row_stats(blk_max_ptr, blk_sum_ptr, blk_arg_ptr, first_row, num_rows, num_vblocks, inv_t,
+def _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr, first_row, num_rows, num_vblocks, inv_t,
                        ROWS: tl.constexpr, NVB: tl.constexpr):
-    """Row max, log sum exp at ``inv_t`` and lowest argmax of ``num_rows`` rows from block partials."""
+    """Row max, log sum exp at ``inv_t`` and lowest argmax of ``num_rows`` rows from block partials.
+
+    The log sum is ``log1p(tail)``: the first max block adds its tail, every other block its full
+    sum, so the row max's own 1 is never added to a tail it would swallow."""
     rows = tl.arange(0, ROWS)
     vbs = tl.arange(0, NVB)
     mask = (rows < num_rows)[:, None] & (vbs < num_vblocks)[None, :]
     offs = (first_row + rows)[:, None] * num_vblocks + vbs[None, :]
     blk_max = tl.load(blk_max_ptr + offs, mask=mask, other=NEG_INF)
-    blk_sum = tl.load(blk_sum_ptr + offs, mask=mask, other=0.0)
+    blk_tail = tl.load(blk_tail_ptr + offs, mask=mask, other=-1.0)
     blk_arg = tl.load(blk_arg_ptr + offs, mask=mask, other=0)
     row_max = tl.max(blk_max, axis=1)
     rescale = tl.where(blk_max == NEG_INF, 0.0, tl.exp((blk_max - row_max[:, None]) * inv_t))
-    row_log_sum = tl.log(tl.sum(blk_sum * rescale, axis=1))
     first_best = tl.min(tl.where(blk_max == row_max[:, None], vbs[None, :], NVB), axis=1)
-    row_arg = tl.sum(tl.where(vbs[None, :] == first_best[:, None], blk_arg, 0), axis=1)
+    at_first = vbs[None, :] == first_best[:, None]
+    row_tail = tl.sum(tl.where(at_first, blk_tail, (blk_tail + 1.0) * rescale), axis=1)
+    row_log_sum = log1p(row_tail)
+    row_arg = tl.sum(tl.where(at_first, blk_arg, 0), axis=1)
     return row_max, row_log_sum, row_arg
 
 
@@ -77,12 +83,12 @@ def _pick(values, rows, index):
 @tuning.launch_jit(
     counts=("out_width", "num_target_rows", "vocab_size", "num_vblocks"),
     small_pointers=("draft_ids_ptr", "cu_ptr", "temperature_ptr", "seeds_ptr", "positions_ptr", "blk_max_ptr",
-                    "blk_sum_ptr", "blk_arg_ptr", "row_max_ptr", "row_log_sum_ptr", "row_arg_ptr",
+                    "blk_tail_ptr", "blk_arg_ptr", "row_max_ptr", "row_log_sum_ptr", "row_arg_ptr",
                     "logp_before_ptr", "z_part_ptr", "tau_ptr", "residual_logp_ptr", "out_ids_ptr",
                     "out_num_ptr", "out_logprobs_ptr"))
 def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr, cu_ptr,
                    temperature_ptr, seeds_ptr, positions_ptr,
-                   blk_max_ptr, blk_sum_ptr, blk_arg_ptr, row_max_ptr, row_log_sum_ptr, row_arg_ptr,
+                   blk_max_ptr, blk_tail_ptr, blk_arg_ptr, row_max_ptr, row_log_sum_ptr, row_arg_ptr,
                    logp_before_ptr, z_part_ptr, tau_ptr, residual_logp_ptr,
                    out_ids_ptr, out_num_ptr, out_logprobs_ptr, out_width,
                    num_target_rows, vocab_size, num_vblocks,
@@ -101,13 +107,13 @@ def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids
     q_stat = num_target_rows + draft_row0 + rows
 
     if COMBINE:
-        t_max, t_log_sum, t_arg = _combine_row_stats(blk_max_ptr, blk_sum_ptr, blk_arg_ptr, target_row0,
+        t_max, t_log_sum, t_arg = _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr, target_row0,
                                                      k + 1, num_vblocks, inv_t, ROWS, NVB)
         tl.store(row_max_ptr + t_stat, t_max, mask=rows <= k)
         tl.store(row_log_sum_ptr + t_stat, t_log_sum, mask=rows <= k)
         tl.store(row_arg_ptr + t_stat, t_arg, mask=rows <= k)
         if HAS_DRAFT:
-            q_max, q_log_sum, _ = _combine_row_stats(blk_max_ptr, blk_sum_ptr, blk_arg_ptr,
+            q_max, q_log_sum, _ = _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr,
                                                      num_target_rows + draft_row0, k, num_vblocks, inv_t,
                                                      ROWS, NVB)
             tl.store(row_max_ptr + q_stat, q_max, mask=slot)
@@ -200,7 +206,7 @@ def launch_decide(ws, batch, num_reqs, *, block_method, has_draft, combine, deci
     _decide_kernel[(num_reqs,)](
         batch.target_logits, draft, batch.target_logits.stride(0), draft.stride(0), batch.draft_token_ids,
         batch.cu, batch.temperature, batch.seeds, batch.positions,
-        ws.blk_max, ws.blk_sum, ws.blk_arg, ws.row_max, ws.row_log_sum, ws.row_arg,
+        ws.blk_max, ws.blk_tail, ws.blk_arg, ws.row_max, ws.row_log_sum, ws.row_arg,
         ws.logp_before, ws.z_part, ws.tau, ws.residual_logp,
         batch.out_ids, batch.out_num, out_logprobs, batch.out_ids.shape[1],
         batch.target_logits.shape[0], batch.target_logits.shape[1], ws.num_vblocks,

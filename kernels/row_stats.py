@@ -4,7 +4,9 @@ For row ``n`` and vocab block ``j`` it stores, with ``s = 1/T`` for sampled rows
 greedy rows (``T == 0``: raw logits, which is what greedy logprobs need):
 
 - ``blk_max[n, j]``  the largest raw logit of the block (masked lanes are ``-inf``, never 0);
-- ``blk_sum[n, j]``  ``sum exp((x - blk_max) * s)`` (0 for an all ``-inf`` block);
+- ``blk_tail[n, j]`` ``sum exp((x - blk_max) * s) - 1``, summed without the max's own 1 (so a
+                    tail below float32's epsilon survives: near-one-hot rows at tiny temperatures);
+                    ``-1`` for an all ``-inf`` block;
 - ``blk_arg[n, j]``  greedy rows only: the lowest index attaining ``blk_max`` (ties to the lowest index).
 
 Scaling the difference ``x - max`` rather than ``x`` itself keeps tiny temperatures (1e-8) exact to
@@ -76,6 +78,11 @@ def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_
 
 
 @triton.jit
+def _add_pairs(a, b, c, d):
+    return a + c, b + d
+
+
+@triton.jit
 def stacked_row(target_ptr, draft_ptr, target_stride, draft_stride, row, num_target_rows):
     """Pointer to row ``row`` of pass 1's stacked view: target rows first, then draft rows."""
     if row < num_target_rows:
@@ -86,9 +93,9 @@ def stacked_row(target_ptr, draft_ptr, target_stride, draft_stride, row, num_tar
 
 
 @tuning.launch_jit(counts=("num_target_rows", "num_vblocks"),
-                   small_pointers=("row_scale_ptr", "blk_max_ptr", "blk_sum_ptr", "blk_arg_ptr"))
+                   small_pointers=("row_scale_ptr", "blk_max_ptr", "blk_tail_ptr", "blk_arg_ptr"))
 def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr,
-                      blk_max_ptr, blk_sum_ptr, blk_arg_ptr, num_target_rows, vocab_size, num_vblocks,
+                      blk_max_ptr, blk_tail_ptr, blk_arg_ptr, num_target_rows, vocab_size, num_vblocks,
                       BLOCK_V: tl.constexpr):
     row = tl.program_id(0)
     vblock = tl.program_id(1)
@@ -102,11 +109,17 @@ def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_sc
     exp2_scale = tl.where(greedy, 1.0, scale) * LOG2E
 
     block_max = tl.max(x, axis=0)
-    block_sum = tl.sum(tl.exp2((x - block_max) * exp2_scale), axis=0)
-    block_sum = tl.where(block_max == float("-inf"), 0.0, block_sum)
+    e = tl.exp2((x - block_max) * exp2_scale)
+    # Every lane at the max adds exactly 1. With several such lanes, or a tail >= 1, the tail is
+    # ``block_sum - 1`` to float32 rounding. Otherwise the one max's 1 would swallow a tail below
+    # float32's epsilon (a near-one-hot block at a small temperature), so the other lanes are also
+    # summed without it.
+    block_sum, tail_without_max = tl.reduce((e, tl.where(x == block_max, 0.0, e)), 0, _add_pairs)
+    block_tail = tl.where(block_sum < 2.0, tail_without_max, block_sum - 1.0)
+    block_tail = tl.where(block_max == float("-inf"), -1.0, block_tail)
     out = row * num_vblocks + vblock
     tl.store(blk_max_ptr + out, block_max)
-    tl.store(blk_sum_ptr + out, block_sum)
+    tl.store(blk_tail_ptr + out, block_tail)
     if greedy:  # the argmax costs ALU; only greedy rows read it
         # The lowest index of the largest non-NaN logit (NaN reads as -inf, so it never wins; an
         # all -inf block names its first lane). A max then a min reduction: the same time as
@@ -119,7 +132,7 @@ def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_sc
 def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs, block_v, variant=None,
                      table_written=False):
     """Fill the row table (unless ``table_written``: the value summary did), then
-    ``ws.blk_max/blk_sum/blk_arg`` for target rows then draft rows."""
+    ``ws.blk_max/blk_tail/blk_arg`` for target rows then draft rows."""
     num_target_rows, vocab_size = target_logits.shape
     num_draft_rows = 0 if draft_logits is None else draft_logits.shape[0]
     draft = target_logits if draft_logits is None else draft_logits
@@ -129,6 +142,6 @@ def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs,
     grid = (num_target_rows + num_draft_rows, ws.num_vblocks)
     _row_stats_kernel[grid](
         target_logits, draft, target_logits.stride(0), draft.stride(0), ws.row_scale,
-        ws.blk_max, ws.blk_sum, ws.blk_arg, num_target_rows, vocab_size, ws.num_vblocks,
+        ws.blk_max, ws.blk_tail, ws.blk_arg, num_target_rows, vocab_size, ws.num_vblocks,
         BLOCK_V=block_v, num_warps=tuning.stats_warps(block_v), variant=variant,
     )

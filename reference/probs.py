@@ -18,12 +18,20 @@ def effective_temperature(temperature) -> np.ndarray:
 
 
 def log_softmax_rows(logits, temperature) -> np.ndarray:
-    """``log_softmax(logits / T)`` per row, float64; ``temperature`` broadcasts against rows (``[n]``)."""
+    """``log_softmax(logits / T)`` per row, float64; ``temperature`` broadcasts against rows (``[n]``).
+
+    The normaliser is ``log1p(tail)``, the tail being the sum of ``exp(z - max)`` over every entry
+    but one maximal one: a near-one-hot row (tiny ``T``) keeps a tail far below float64's epsilon,
+    and the residual at a mode shared by target and draft is exactly the difference of their tails
+    (``log(1 + tail)`` would round both to 0 and cancel it)."""
     z = np.asarray(logits, dtype=np.float64) / np.asarray(temperature, dtype=np.float64)[..., None]
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         top = np.max(z, axis=-1, keepdims=True)
         shifted = z - top
-        return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+        e = np.exp(shifted)
+        if e.shape[-1]:
+            np.put_along_axis(e, np.argmax(shifted, axis=-1)[..., None], 0.0, axis=-1)
+        return shifted - np.log1p(np.sum(e, axis=-1, keepdims=True))
 
 
 def softmax_rows(logits, temperature) -> np.ndarray:

@@ -22,7 +22,7 @@ def test_high_eta_seed_is_within_1e3_of_one():
 def test_block_residual_seeds_exist_and_cases_build():
     assert len(crafted.block_residual_seeds()) == 2
     cases = crafted.crafted_cases({"token", "block"})
-    assert [c.method for c in cases] == ["block", "token", "block", "block"]
+    assert [c.method for c in cases] == ["block", "token", "token", "block", "block"]
     assert not crafted.crafted_cases(())
     assert all(c.label.startswith("crafted:") for c in cases)
 
@@ -31,4 +31,19 @@ def test_empty_residual_seed_rejects_the_draft():
     seed = crafted.empty_residual_seed()
     eta = rng.accept_uniforms([seed], [0], [0, 1])[0]
     assert np.log(np.float32(eta)) > -(2.0**-16)  # log u + log q(x) >= log b(x): rejected
-    assert [c.method for c in crafted.crafted_cases({"token"})] == ["token", "token"]
+    assert [c.method for c in crafted.crafted_cases({"token"})] == ["token", "token", "token"]
+
+
+def test_shared_mode_case_rejects_and_the_oracle_emits_the_mode():
+    """The seed rejects the draft, and the float64 oracle's correction is the shared mode (token 0),
+    which a residual formed from log(1 + tail) would leave empty."""
+    from reference import verify
+
+    eta = rng.accept_uniforms([crafted.SHARED_MODE_SEED], [0], [0, 1])[0]
+    assert eta > np.exp(-30.0 + 17.0)  # u * q(x) >= b(x): rejected
+    u = rng.sampling_uniforms([crafted.SHARED_MODE_SEED], [0], [0, 1], 8)
+    result = verify.verify_batch(crafted._MODE_TARGET, crafted._MODE_DRAFT, np.array([1]), np.array([0, 1]),
+                                 np.ones(1), np.array([eta], dtype=np.float32), u, "token")
+    assert result.output_token_ids[0].tolist() == [0, -1]
+    b, q = np.exp(crafted._MODE_TARGET[0]), np.exp(crafted._MODE_DRAFT[0])
+    assert np.float32(b.sum()) == np.float32(q.sum()) == np.float32(1.0)  # the float32 trap

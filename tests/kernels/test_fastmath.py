@@ -12,6 +12,7 @@ import triton
 import triton.language as tl
 
 import kernels._device
+from kernels.fastmath import log1p
 from kernels.residual_sample import log2_positive_part
 
 SEED = 20261130
@@ -78,3 +79,42 @@ def test_edge_pairs_catch_a_cancelling_formula():
     want = _exact(a, log_q)
     finite = np.isfinite(want)
     assert not np.all(np.abs(naive[finite] - want[finite]) < 2e-5)
+
+
+@triton.jit
+def _log1p_kernel(t_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, log1p(tl.load(t_ptr + offs, mask=mask, other=0.0)), mask=mask)
+
+
+def _tails():
+    """Row tails (sum of exp(z - max) but one max): from far below float32's epsilon (normal floats:
+    a GPU flushes subnormals) to large, plus
+    -1 (an all -inf row) and values around the series switch at |t| = 1/8."""
+    gen = np.random.default_rng(SEED)
+    t = np.concatenate([np.logspace(-37, 4, 2000), -np.logspace(-37, np.log10(0.999), 500),
+                        gen.uniform(-0.2, 0.2, 2000), [0.0, -1.0, 0.125, -0.125, 0.12499, 0.12501]])
+    return t.astype(np.float32)
+
+
+def test_log1p_matches_float64_relative_to_its_value():
+    t = _tails()
+    dev = kernels._device.default_device()
+    out = torch.empty(t.size, dtype=torch.float32, device=dev)
+    _log1p_kernel[(triton.cdiv(t.size, 1024),)](torch.from_numpy(t).to(dev), out, t.size, BLOCK=1024)
+    got, want = out.cpu().numpy().astype(np.float64), np.log1p(t.astype(np.float64))
+    assert np.isneginf(got[t == -1.0]).all()
+    finite = np.isfinite(want)
+    rel = np.abs(got[finite] - want[finite]) / np.maximum(np.abs(want[finite]), 1e-300)
+    assert rel.max() < 1e-6, f"worst relative error {rel.max():.3g} at t = {t[finite][rel.argmax()]:.3g}"
+
+
+def test_tails_catch_log_of_one_plus_t():
+    """``log(1 + t)`` in float32 returns 0 for tails below the epsilon: the bound above rejects it."""
+    t = _tails()
+    with np.errstate(divide="ignore"):
+        naive = np.log(np.float32(1.0) + t).astype(np.float64)
+    want = np.log1p(t.astype(np.float64))
+    finite = np.isfinite(want) & (want != 0)
+    assert not np.all(np.abs(naive[finite] - want[finite]) / np.abs(want[finite]) < 1e-6)
