@@ -85,6 +85,7 @@ def run_check(args: argparse.Namespace) -> int:
     from harness.runner import (
         UnknownProperty,
         import_error_results,
+        interrupt_on_sigterm,
         overall_exit_code,
         run_properties,
         select_properties,
@@ -136,7 +137,8 @@ def run_check(args: argparse.Namespace) -> int:
         profile=profile, device=device, seed=seed, kernel_spec=args.kernel, fail_fast=args.fail_fast
     )
     started, t0 = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
-    results = import_error_results(args.only) + run_properties(kernel, ctx, properties, progress=say)
+    with interrupt_on_sigterm():  # a time limit still gets the summary and the report of what ran
+        results = import_error_results(args.only) + run_properties(kernel, ctx, properties, progress=say)
     duration = time.perf_counter() - t0
 
     print(summary_table(results))

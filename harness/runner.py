@@ -8,16 +8,23 @@
   in a fresh ``python -m harness check`` subprocess with the same kernel, profile, seed and device,
   and its results are folded in. If that is impossible (``allow_subprocess=False``, or the child
   fails), the remaining properties are marked ``error`` with the reason.
+- Interruption: ``python -m harness check`` turns SIGTERM (what ``timeout`` and CI runners send) into
+  ``Interrupted``. The property it stops is recorded as ``error`` ("interrupted"), the remaining ones
+  are not run, and the caller still prints the summary and writes the report, so the failures found
+  before the limit (already shrunk, with their cases) are kept.
 - ``run_case`` is the single-case entry point that fuzz and corpus replay call: it runs the per-case
   properties (layers 1, 2, 3, 5) on one given ``Case``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -32,6 +39,29 @@ Progress = Callable[[str], None]
 
 class UnknownProperty(ValueError):
     pass
+
+
+class Interrupted(BaseException):
+    """Raised in the main thread by the SIGTERM handler of ``interrupt_on_sigterm`` (a BaseException,
+    so the ``except Exception`` around kernel calls and properties cannot swallow it)."""
+
+
+@contextlib.contextmanager
+def interrupt_on_sigterm():
+    """Within the block, SIGTERM raises ``Interrupted`` in the main thread; the previous handler is
+    restored afterwards. Outside the main thread (where handlers cannot be set) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise Interrupted(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def select_properties(only: Iterable[str] | None = None) -> list[Property]:
@@ -87,6 +117,13 @@ def run_properties(
         started = time.perf_counter()
         try:
             res = prop.run(kernel, ctx)
+        except Interrupted as exc:
+            res = PropertyResult(prop.name, prop.layer, ERROR,
+                                 note=f"interrupted ({exc}); not run: {[p.name for p in properties[i + 1:]]}")
+            res.seconds = time.perf_counter() - started
+            results.append(res)
+            progress("    " + _result_line(res))
+            break
         except Exception as exc:  # noqa: BLE001 -- a broken property must not end the run
             res = PropertyResult(prop.name, prop.layer, ERROR, note=f"{type(exc).__name__}: {exc}")
         res.seconds = res.seconds or (time.perf_counter() - started)
@@ -160,4 +197,5 @@ def overall_exit_code(results: list[PropertyResult]) -> int:
     return 0
 
 
-__all__ = ["run_properties", "run_case", "select_properties", "overall_exit_code", "PASS", "NOT_CLAIMED"]
+__all__ = ["run_properties", "run_case", "select_properties", "overall_exit_code", "interrupt_on_sigterm",
+           "Interrupted", "PASS", "NOT_CLAIMED"]

@@ -186,3 +186,56 @@ def test_report_json_is_strict():
     )
     assert safe == {"a": ["NaN", "Infinity", "-Infinity", 0.5, 3], "b": [1, None], "c": [1.0, "NaN"]}
     json.dumps(safe, allow_nan=False)
+
+
+def test_sigterm_stops_the_run_but_keeps_what_ran(monkeypatch):
+    """A property interrupted by SIGTERM is recorded as error, later ones are not run, earlier results
+    stay (in-process: the property sends the signal to its own process)."""
+    import os
+    import signal
+    import time
+
+    from harness.runner import interrupt_on_sigterm
+
+    class Stub:
+        def __init__(self, name, kill=False):
+            self.name, self.layer, self.kill = name, 1, kill
+
+        def run(self, kernel, ctx):
+            if self.kill:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # the handler raises before this returns
+            return PropertyResult(self.name, 1, PASS, cases=1)
+
+    before = signal.getsignal(signal.SIGTERM)
+    with interrupt_on_sigterm():
+        results = run_properties(None, cpu_context(), [Stub("a"), Stub("b", kill=True), Stub("c")])
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert [(r.name, r.verdict) for r in results] == [("a", PASS), ("b", ERROR)]
+    assert "interrupted" in results[1].note and "'c'" in results[1].note
+    assert overall_exit_code(results) == 2
+
+
+def test_sigterm_during_check_still_writes_the_report(tmp_path):
+    """``timeout`` sends SIGTERM: the CLI prints the summary and writes report.json with the
+    properties that finished (found on the H200: a killed GPU check lost a shrunk failure)."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "check", "--kernel", REF, "--profile", "ci", "--seed", "5",
+         "--report", str(tmp_path), "--only", *FAST],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    deadline = time.monotonic() + 240
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("    PASS") or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    text = "".join(lines) + out
+    assert proc.returncode == 2, text
+    report = json.loads((tmp_path / "report.json").read_text())
+    verdicts = [(p["name"], p["verdict"]) for p in report["properties"]]
+    assert verdicts == [("structural", "pass"), ("coupled_exactness", "error")], text
