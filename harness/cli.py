@@ -80,9 +80,10 @@ def run_check(args: argparse.Namespace) -> int:
     from harness.contract import capabilities_of
     from harness.plugins import PluginError, load_kernel
     from harness.profiles import PROFILES, active_profile_name
-    from harness.properties.base import RunContext
+    from harness.properties.base import ERROR, PropertyResult, RunContext
     from harness.report import build_report, family_wise_alpha, summary_table, write_report
     from harness.runner import (
+        Interrupted,
         UnknownProperty,
         import_error_results,
         interrupt_on_sigterm,
@@ -137,8 +138,13 @@ def run_check(args: argparse.Namespace) -> int:
         profile=profile, device=device, seed=seed, kernel_spec=args.kernel, fail_fast=args.fail_fast
     )
     started, t0 = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
+    results = []
     with interrupt_on_sigterm():  # a time limit still gets the summary and the report of what ran
-        results = import_error_results(args.only) + run_properties(kernel, ctx, properties, progress=say)
+        try:
+            results = import_error_results(args.only)
+            results += run_properties(kernel, ctx, properties, progress=say)
+        except Interrupted:  # before run_properties took over (it records its own interruption)
+            results.append(PropertyResult("check", 0, ERROR, note="interrupted before any property ran"))
     duration = time.perf_counter() - t0
 
     print(summary_table(results))

@@ -373,7 +373,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         equivalent="every masked lane also reads blk_max = -inf (other=NEG_INF on the line above), so "
         "rescale = where(blk_max == -inf, 0, ...) multiplies its (tail + 1) by exactly 0, and it is "
         "never the first max block (a real block of the row has a lower index and a max >= -inf); "
-        "row_log_sum is bit-identical for every input",
+        "row_log_sum is bit-identical for every row the kernels store or read (rows past k differ and "
+        "are discarded)",
     ),
     _m(
         "residual-mass-mask-dropped",

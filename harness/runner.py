@@ -104,33 +104,37 @@ def run_properties(
     allow_subprocess: bool = True,
 ) -> list[PropertyResult]:
     results: list[PropertyResult] = []
-    for i, prop in enumerate(properties):
-        if ctx.extra.get("device_fault"):
-            remaining = properties[i:]
-            progress(
-                f"device fault ({ctx.extra['device_fault']}); "
-                f"continuing {len(remaining)} properties in a fresh process"
-            )
-            results.extend(_continue_elsewhere(ctx, remaining, allow_subprocess))
-            break
-        progress(f"[{i + 1}/{len(properties)}] {prop.name} (layer {prop.layer}) ...")
-        started = time.perf_counter()
-        try:
-            res = prop.run(kernel, ctx)
-        except Interrupted as exc:
-            res = PropertyResult(prop.name, prop.layer, ERROR,
-                                 note=f"interrupted ({exc}); not run: {[p.name for p in properties[i + 1:]]}")
+    started = time.perf_counter()
+    try:
+        for i, prop in enumerate(properties):
+            if ctx.extra.get("device_fault"):
+                remaining = properties[i:]
+                progress(
+                    f"device fault ({ctx.extra['device_fault']}); "
+                    f"continuing {len(remaining)} properties in a fresh process"
+                )
+                results.extend(_continue_elsewhere(ctx, remaining, allow_subprocess))
+                break
+            progress(f"[{i + 1}/{len(properties)}] {prop.name} (layer {prop.layer}) ...")
+            started = time.perf_counter()
+            try:
+                res = prop.run(kernel, ctx)
+            except Exception as exc:  # noqa: BLE001 -- a broken property must not end the run
+                res = PropertyResult(prop.name, prop.layer, ERROR, note=f"{type(exc).__name__}: {exc}")
+            res.seconds = res.seconds or (time.perf_counter() - started)
+            results.append(res)
+            progress("    " + _result_line(res))
+            if ctx.fail_fast and res.verdict == FAIL:
+                break
+    except Interrupted as exc:  # anywhere in the loop: the first property without a result is marked
+        done = {r.name for r in results}
+        pending = [p for p in properties if p.name not in done]
+        if pending:
+            res = PropertyResult(pending[0].name, pending[0].layer, ERROR,
+                                 note=f"interrupted ({exc}); not run: {[p.name for p in pending[1:]]}")
             res.seconds = time.perf_counter() - started
             results.append(res)
             progress("    " + _result_line(res))
-            break
-        except Exception as exc:  # noqa: BLE001 -- a broken property must not end the run
-            res = PropertyResult(prop.name, prop.layer, ERROR, note=f"{type(exc).__name__}: {exc}")
-        res.seconds = res.seconds or (time.perf_counter() - started)
-        results.append(res)
-        progress("    " + _result_line(res))
-        if ctx.fail_fast and res.verdict == FAIL:
-            break
     return results
 
 

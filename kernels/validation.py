@@ -6,7 +6,8 @@ monotonicity, draft ids in ``[-1, V)``, temperatures ``>= 0`` and not NaN) need 
 one-program kernel summarises them (seven scalars, plus ``cu`` itself when chunk planning needs the
 host-side lengths) and they come back in ONE copy into pinned memory; the driver prepares its
 launches while that copy is in flight (``PendingCheck``). This launch is the only one before the
-checks pass; it reads the arguments and writes only its own summary. A caller that passes
+checks pass; it reads the arguments and writes only the call's own workspace (its summary and, on
+one-chunk calls, the row table, with clamped spans). A caller that passes
 ``draft_lengths`` (host ints it already has) skips that copy and vouches for those values; the
 kernels still never read or write out of bounds or emit an id outside ``[0, V)`` whatever the values
 are.

@@ -31,7 +31,11 @@ def log_softmax_rows(logits, temperature) -> np.ndarray:
         e = np.exp(shifted)
         if e.shape[-1]:
             np.put_along_axis(e, np.argmax(shifted, axis=-1)[..., None], 0.0, axis=-1)
-        return shifted - np.log1p(np.sum(e, axis=-1, keepdims=True))
+        tail = np.sum(e, axis=-1, keepdims=True)
+        # a NaN anywhere in the row (NaN or +inf logits) keeps the whole row NaN (degenerate), as
+        # log(sum) did: zeroing the argmax must not hide it
+        tail = np.where(np.isnan(shifted).any(axis=-1, keepdims=True), np.nan, tail)
+        return shifted - np.log1p(tail)
 
 
 def softmax_rows(logits, temperature) -> np.ndarray:

@@ -54,8 +54,9 @@ class Guarded:
         return bad
 
 
-def run_guarded(batch, lengths, wrong_cu, method, monkeypatch):
-    """``verify_into`` with the wrong ``cu``, guarded workspace and outputs; returns (ids, num)."""
+def run_guarded(batch, lengths, wrong_cu, method, monkeypatch, max_chunk_bytes=None):
+    """``verify_into`` with the wrong ``cu``, guarded workspace and outputs; returns (ids, num).
+    ``max_chunk_bytes=1`` runs one request per chunk (slices of the wrong ``cu``)."""
     guard = Guarded()
     monkeypatch.setattr(driver, "reusable_workspace", lambda sizes, device: guarded_workspace(guard, sizes))
     num_reqs, width = len(lengths), max(lengths) + 1
@@ -64,7 +65,8 @@ def run_guarded(batch, lengths, wrong_cu, method, monkeypatch):
     out_logprobs = guard.tensor((num_reqs, width), torch.float32)
     args = list(batch.args())
     args[3] = torch.tensor(wrong_cu, dtype=torch.int32, device=DEVICE)
-    driver.verify_into(out_ids, out_num, out_logprobs, *args, lengths, method=method, max_chunk_bytes=None)
+    driver.verify_into(out_ids, out_num, out_logprobs, *args, lengths, method=method,
+                       max_chunk_bytes=max_chunk_bytes)
     assert guard.breaches() == [], "a kernel wrote outside its buffer"
     return out_ids.cpu().numpy(), out_num.cpu().numpy()
 
@@ -83,12 +85,13 @@ def guarded_workspace(guard: Guarded, sizes) -> Workspace:
 @pytest.mark.interpreter
 @pytest.mark.parametrize("case", sorted(WRONG_CU))
 @pytest.mark.parametrize("method,with_draft", [("token", True), ("block", True), ("block", False)])
-def test_wrong_vouched_cu_stays_in_bounds(case, method, with_draft, monkeypatch):
+@pytest.mark.parametrize("max_chunk_bytes", [None, 1])
+def test_wrong_vouched_cu_stays_in_bounds(case, method, with_draft, max_chunk_bytes, monkeypatch):
     lengths, wrong_cu = WRONG_CU[case]
     seed = 97
     print(f"seed={seed} case={case}")
     batch = make_batch(seed, lengths=lengths, vocab=40, with_draft=with_draft, greedy_fraction=0.3)
-    ids, num = run_guarded(batch, lengths, wrong_cu, method, monkeypatch)
+    ids, num = run_guarded(batch, lengths, wrong_cu, method, monkeypatch, max_chunk_bytes)
     width = max(lengths) + 1
     assert ((num >= 1) & (num <= width)).all(), num
     for r in range(len(lengths)):
@@ -108,3 +111,22 @@ def test_wrong_vouched_cu_never_emits_past_the_width(method, monkeypatch):
     ids, num = run_guarded(batch, lengths, wrong_cu, method, monkeypatch)
     assert num.tolist() == [1, 3, 1], num
     assert ids.tolist() == [[7, -1, -1], [7, 7, 7], [7, -1, -1]], ids
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("case", ["decreasing", "past-end", "negative"])
+def test_rejected_cu_leaves_the_workspace_intact(case, monkeypatch):
+    """On the default path the value summary writes the row table before the check rejects ``cu``:
+    those writes stay inside the (guarded) workspace too."""
+    import kernels
+
+    lengths, wrong_cu = WRONG_CU[case]
+    batch = make_batch(98, lengths=lengths, vocab=40)
+    guard = Guarded()
+    monkeypatch.setattr(driver, "reusable_workspace", lambda sizes, device: guarded_workspace(guard, sizes))
+    args = list(batch.args())
+    args[3] = torch.tensor(wrong_cu, dtype=torch.int32, device=DEVICE)
+    with pytest.raises(ValueError, match="cu_num_draft_tokens"):
+        kernels.rejection_sample(*args)
+    assert guard.buffers, "the summary did not write a table into the guarded workspace"
+    assert guard.breaches() == [], "the value summary wrote outside the workspace"
