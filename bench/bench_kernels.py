@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import signal
+import statistics
 import sys
 
 import torch
@@ -142,14 +143,15 @@ def summarise(rows) -> None:
     big = [r for r in rows if r["reqs"] >= 128]
     token = [r for r in big if r["method"] == "token"]
     block = [r for r in big if r["method"] == "block"]
-    print("\nsummary (default path; >= 128 requests):")
+    print("\nsummary (>= 128 requests; the default path unless labelled):")
+    paths = (("", "us"), (" no-sync", "us_nosync"), (" graph", "us_graph"))
     for name, group, key in (("token %1read", token, "pct1"), ("block %alg", block, "pct_alg")):
         for dtype in sorted({r["dtype"] for r in group}):
-            vals = sorted(r[key] for r in group if r["dtype"] == dtype)
-            if vals:
-                print(f"  {name} {dtype}: min {vals[0]:.1f}  median {vals[len(vals) // 2]:.1f}"
-                      f"  max {vals[-1]:.1f}"
-                      f"  (>= 70%: {sum(v >= 70 for v in vals)}/{len(vals)})")
+            for label, time_key in paths:  # the same bytes over the other paths' times
+                vals = sorted(r[key] * r["us"] / r[time_key] for r in group if r["dtype"] == dtype)
+                if vals:
+                    print(f"  {name} {dtype}{label}: min {vals[0]:.1f}  median {statistics.median(vals):.1f}"
+                          f"  max {vals[-1]:.1f}  (>= 70%: {sum(v >= 70 for v in vals)}/{len(vals)})")
     eager = [r["eager"] for r in big if r["eager"] == r["eager"]]
     if eager:
         print(f"  x_eager: min {min(eager):.1f}  (>= 10x: {sum(e >= 10 for e in eager)}/{len(eager)})")
@@ -157,14 +159,14 @@ def summarise(rows) -> None:
     for key in ("us", "us_nosync", "us_graph", "host_us", "host_default_us"):
         if single:
             vals = sorted(r[key] for r in single)
-            middle = vals[len(vals) // 2]
+            middle = statistics.median(vals)
             print(f"  single request {key}: {vals[0]:.1f} .. {vals[-1]:.1f} us (median {middle:.1f})")
     if single:
         print("  (do_bench clears L2 with a memset the host can enqueue behind, so event times of\n"
               "   host-bound no-sync calls understate back-to-back cost; host_us bounds it;\n"
               "   host_default_us is the back-to-back wall time of a default call, which syncs)")
-    slowest = min(rows, key=lambda r: r["pct_alg"] if r["reqs"] >= 128 else float("inf"))
-    print(f"  lowest %alg at >= 128 requests: {slowest}")
+    if big:
+        print(f"  lowest %alg at >= 128 requests: {min(big, key=lambda r: r['pct_alg'])}")
     print(f"  graph replay == direct call: {sum(r['graph_ok'] for r in rows)}/{len(rows)}")
 
 
