@@ -94,6 +94,7 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
     num_reqs = cu_num_draft_tokens.numel() - 1
     device = target_logits.device
     variant = ws = None
+    out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
     if draft_lengths is None:
         # Lengths are copied back only when chunk planning needs them. One chunk: the summary launch
         # also writes the row table into the kept workspace, and the launch parameters are prepared
@@ -104,12 +105,10 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
                                want_lengths=not single, table=ws)
         variant = launch_variant(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, seeds,
                                  positions)
-        out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
         max_k, lengths = pending.result()
     else:
         lengths = host
         max_k = int(lengths.max()) if num_reqs else 0
-        out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
     if validate:
         check_rows(target_logits, draft_logits)
     width = max_k + 1
@@ -153,8 +152,12 @@ def one_chunk(num_logits: int, vocab_size: int, num_reqs: int, max_chunk_bytes: 
               device: torch.device, block_size: int | None = None) -> bool:
     """Whether the call runs as one chunk on one stream (no plan, so no host-side lengths needed):
     decided by the shapes alone."""
-    if overlap_stream(device) is not None:
-        return False
+    return overlap_stream(device) is None and _fits_budget(num_logits, vocab_size, num_reqs, max_chunk_bytes,
+                                                           block_size)
+
+
+def _fits_budget(num_logits: int, vocab_size: int, num_reqs: int, max_chunk_bytes: int | None,
+                 block_size: int | None) -> bool:
     if max_chunk_bytes is None or num_reqs == 0:
         return True
     geo = geometry(vocab_size, num_reqs, 1, block_size, tuning.knobs())  # the width does not matter here
@@ -192,7 +195,8 @@ def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, dra
                  two_stage=block_method and has_draft)
     side = overlap_stream(target_logits.device)
     num_drafts = num_logits - num_reqs
-    if one_chunk(num_logits, vocab_size, num_reqs, max_chunk_bytes, target_logits.device, block_size):
+    if table_workspace is not None or (side is None and _fits_budget(num_logits, vocab_size, num_reqs,
+                                                                     max_chunk_bytes, block_size)):
         # The common case: one chunk, the caller's tensors as they are, a reusable workspace.
         ws = table_workspace or reusable_workspace(
             (num_logits, num_drafts, num_reqs, geo.num_vblocks, geo.race_blocks), target_logits.device)

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 import torch
 
+from harness.guard_bands import guarded_copy
 from kernels import driver
 from kernels.chunking import Workspace
 from tests.kernels._batches import DEVICE, make_batch
-
-GUARD = 4096  # words on each side of every buffer: the wrong spans below land within this
-F_SENTINEL, I_SENTINEL = -12345.5, -777
 
 # (vouched host lengths, the device cu the kernels see instead)
 WRONG_CU = {
@@ -32,26 +29,22 @@ WRONG_CU = {
 
 
 class Guarded:
-    """Tensors that are views into larger buffers filled with a sentinel on both sides."""
+    """Every buffer handed to the kernels, each a view inside ``harness.guard_bands`` guard regions
+    (at least 64 elements on each side; the wrong spans below land within that)."""
 
     def __init__(self):
         self.buffers = []
 
     def tensor(self, shape, dtype):
-        numel = int(np.prod(shape))
-        sentinel = F_SENTINEL if dtype.is_floating_point else I_SENTINEL
-        buffer = torch.full((numel + 2 * GUARD,), sentinel, dtype=dtype, device=DEVICE)
-        self.buffers.append((buffer, numel, sentinel))
-        return buffer[GUARD:GUARD + numel].view(shape)
+        sentinel = -12345.5 if dtype.is_floating_point else -777
+        empty = torch.empty(shape, dtype=dtype, device=DEVICE)
+        guarded = guarded_copy(empty, sentinel, fill_view_with=sentinel)
+        self.buffers.append(guarded)
+        return guarded.view
 
     def breaches(self) -> list[int]:
-        """Indices of the buffers whose guard words changed."""
-        bad = []
-        for i, (buffer, numel, sentinel) in enumerate(self.buffers):
-            guards = torch.cat([buffer[:GUARD], buffer[GUARD + numel:]])
-            if not bool((guards == sentinel).all()):
-                bad.append(i)
-        return bad
+        """Indices of the buffers whose guard regions changed."""
+        return [i for i, guarded in enumerate(self.buffers) if not guarded.intact()]
 
 
 def run_guarded(batch, lengths, wrong_cu, method, monkeypatch, max_chunk_bytes=None):
