@@ -20,10 +20,11 @@ import numpy as np
 from reference.probs import (
     clipped_ratio_step,
     greedy_argmax,
-    log_softmax_rows,
+    log_softmax_with_tails,
     point_mass_log_rows,
     rescaled_pair,
     residual_log_weights,
+    shared_mode_log_residual,
     stop_probability,
 )
 
@@ -67,17 +68,27 @@ def conditional_law(target_logits, draft_logits, draft_token_ids, temperature, m
     t = float(temperature)
     if t == 0.0:
         return _greedy_law(target, ids)
-    log_b = log_softmax_rows(target, np.full(g + 1, t))
+    log_b, b_mode, b_log_tail = log_softmax_with_tails(target, np.full(g + 1, t))
     b = np.exp(log_b)  # probabilities from the log-probabilities: one pass over the rows
     log_b_x = log_b[np.arange(g), ids]
     if draft_logits is None:
         q = np.zeros((g, vocab))
         q[np.arange(g), ids] = 1.0
         log_q = point_mass_log_rows(ids, vocab)
+        shared_mode = np.zeros(g, dtype=bool)  # q has no tail: the generic residual is exact
     else:
         draft = np.asarray(draft_logits, dtype=np.float64)
-        log_q = log_softmax_rows(draft, np.full(g, t))
+        log_q, q_mode, q_log_tail = log_softmax_with_tails(draft, np.full(g, t))
         q = np.exp(log_q)
+        shared_mode = b_mode[:g] == q_mode
+
+    def residual(i: int, log_scale: float) -> np.ndarray:
+        """log (s b_i - q_i)_+ over the row, exact at a shared mode too."""
+        out = residual_log_weights(log_scale, log_b[i], log_q[i])
+        if shared_mode[i]:
+            out[b_mode[i]] = shared_mode_log_residual(log_scale, b_log_tail[i], q_log_tail[i])
+        return out
+
     log_q_x = log_q[np.arange(g), ids]
     # Only the ratio b(x)/q(x) enters the acceptance law: rescaled from logs, it cannot underflow.
     b_x, q_x = rescaled_pair(log_b_x, log_q_x)
@@ -95,7 +106,11 @@ def conditional_law(target_logits, draft_logits, draft_token_ids, temperature, m
             p[i + 1] = clipped_ratio_step(p[i], b_x[i], q_x[i])
         h = np.zeros(g + 1)  # h[i] for i = 1..g
         for i in range(1, g):
-            z = np.maximum(p[i] * b[i] - q[i], 0.0).sum()
+            terms = np.maximum(p[i] * b[i] - q[i], 0.0)
+            if shared_mode[i]:
+                with np.errstate(divide="ignore"):
+                    terms[b_mode[i]] = np.exp(residual(i, np.log(p[i]))[b_mode[i]])
+            z = terms.sum()
             h[i] = stop_probability(z, p[i])
         if g:
             h[g] = p[g]
@@ -110,8 +125,7 @@ def conditional_law(target_logits, draft_logits, draft_token_ids, temperature, m
     for i in range(g):
         with np.errstate(divide="ignore"):
             log_scale = np.log(scale[i])
-        residual = residual_log_weights(log_scale, log_b[i], log_q[i])
-        law[i] = tau_law[i] * _normalised_or_fallback(residual, b[i])
+        law[i] = tau_law[i] * _normalised_or_fallback(residual(i, log_scale), b[i])
     law[g] = tau_law[g] * b[g]
     return law
 

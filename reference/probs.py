@@ -17,25 +17,54 @@ def effective_temperature(temperature) -> np.ndarray:
     return np.where(t == 0.0, 1.0, t)
 
 
-def log_softmax_rows(logits, temperature) -> np.ndarray:
-    """``log_softmax(logits / T)`` per row, float64; ``temperature`` broadcasts against rows (``[n]``).
+# Below this the linear tail of ``log_softmax_with_tails`` is recomputed in log space (float64's
+# smallest normal is 2.2e-308; the margin keeps every summed term far above the subnormal range).
+_LOG_SPACE_TAIL_BELOW = 1e-280
 
-    The normaliser is ``log1p(tail)``, the tail being the sum of ``exp(z - max)`` over every entry
-    but one maximal one: a near-one-hot row (tiny ``T``) keeps a tail far below float64's epsilon,
-    and the residual at a mode shared by target and draft is exactly the difference of their tails
-    (``log(1 + tail)`` would round both to 0 and cancel it)."""
+
+def log_softmax_with_tails(logits, temperature) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(log_probs, mode, log_tail)`` per row of ``logits / T``, float64.
+
+    - ``log_probs``: ``log_softmax(logits / T)``, normalised by ``log1p(tail)``;
+    - ``mode``: the row's first argmax;
+    - ``log_tail``: ``log(tail)``, ``tail = sum_{v != mode} exp(z_v - z_mode)``, exact in log space
+      also where the tail underflows float64 (``-inf`` when the mode is the only finite entry).
+
+    A near-one-hot row (tiny ``T``) keeps a tail far below float64's epsilon, and the residual at a
+    mode shared by target and draft is exactly the difference of their tails (``log(1 + tail)`` would
+    round it away; :func:`shared_mode_log_residual` takes the logs of the tails, so tails below
+    1e-308 survive too). A row with a NaN anywhere (NaN or ``+inf`` logits) is all NaN (degenerate);
+    its ``mode`` is unspecified."""
     z = np.asarray(logits, dtype=np.float64) / np.asarray(temperature, dtype=np.float64)[..., None]
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         top = np.max(z, axis=-1, keepdims=True)
         shifted = z - top
-        e = np.exp(shifted)
-        if e.shape[-1]:
-            np.put_along_axis(e, np.argmax(shifted, axis=-1)[..., None], 0.0, axis=-1)
-        tail = np.sum(e, axis=-1, keepdims=True)
+        mode = np.argmax(shifted, axis=-1) if shifted.shape[-1] else np.zeros(shifted.shape[:-1], np.int64)
+        off_mode = shifted.copy()
+        if shifted.shape[-1]:
+            np.put_along_axis(off_mode, mode[..., None], -np.inf, axis=-1)
+        tail = np.sum(np.exp(off_mode), axis=-1)
+        log_tail = np.log(tail)
+        deep = np.flatnonzero(tail.reshape(-1) < _LOG_SPACE_TAIL_BELOW)
+        if deep.size:
+            rows = off_mode.reshape(-1, off_mode.shape[-1])[deep]
+            second = np.max(rows, axis=-1, keepdims=True)
+            finite = np.isfinite(second[:, 0])
+            safe = np.where(np.isfinite(second), second, 0.0)
+            deep_log = np.where(finite, safe[:, 0] + np.log(np.sum(np.exp(rows - safe), axis=-1)), -np.inf)
+            log_tail.reshape(-1)[deep] = deep_log
         # a NaN anywhere in the row (NaN or +inf logits) keeps the whole row NaN (degenerate), as
-        # log(sum) did: zeroing the argmax must not hide it
-        tail = np.where(np.isnan(shifted).any(axis=-1, keepdims=True), np.nan, tail)
-        return shifted - np.log1p(tail)
+        # log(sum) did: excluding the argmax must not hide it
+        nan_row = np.isnan(shifted).any(axis=-1)
+        tail = np.where(nan_row, np.nan, tail)
+        log_tail = np.where(nan_row, np.nan, log_tail)
+        return shifted - np.log1p(tail)[..., None], mode, log_tail
+
+
+def log_softmax_rows(logits, temperature) -> np.ndarray:
+    """``log_softmax(logits / T)`` per row, float64; ``temperature`` broadcasts against rows (``[n]``).
+    The normaliser is ``log1p(tail)`` (see :func:`log_softmax_with_tails`)."""
+    return log_softmax_with_tails(logits, temperature)[0]
 
 
 def softmax_rows(logits, temperature) -> np.ndarray:
@@ -78,21 +107,59 @@ def rescaled_pair(log_target_prob, log_draft_prob) -> tuple[np.ndarray, np.ndarr
         return np.exp(lb - top), np.exp(lq - top)
 
 
+def _log_one_minus_exp(gap):
+    """``log(1 - e^gap)`` for ``gap <= 0``: expm1 near 0, log1p far below (both accurate there)."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return np.where(gap > -np.log(2.0), np.log(-np.expm1(gap)), np.log1p(-np.exp(gap)))
+
+
 def residual_log_weights(log_scale, log_target, log_draft) -> np.ndarray:
     """``log((scale * b - q)_+)`` elementwise, from logs (``-inf`` where the residual is 0).
 
     ``a + log1p(-exp(log q - a))`` with ``a = log scale + log b`` keeps the residual exact where both
     probabilities underflow (at T = 1e-8 a residual can live entirely on tokens with ``b = e^-147533``,
-    which is 0.0 in probability space). NaN inputs give ``-inf`` (never a winner).
+    which is 0.0 in probability space). NaN inputs give ``-inf`` (never a winner). At a mode shared by
+    the two rows, :func:`shared_mode_log_residual` is exact where this is not.
     """
     a = np.asarray(log_scale, dtype=np.float64) + np.asarray(log_target, dtype=np.float64)
     lq = np.asarray(log_draft, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         gap = np.minimum(lq - a, 0.0)
-        # log(1 - e^gap): expm1 where q is close to p*b (gap near 0), log1p where it is far below.
-        log_one_minus = np.where(gap > -np.log(2.0), np.log(-np.expm1(gap)), np.log1p(-np.exp(gap)))
-        out = np.where(lq - a < 0, a + log_one_minus, -np.inf)
+        out = np.where(lq - a < 0, a + _log_one_minus_exp(gap), -np.inf)
     return np.where(np.isnan(out), -np.inf, out)
+
+
+def shared_mode_log_residual(log_scale, target_log_tail, draft_log_tail) -> np.ndarray:
+    """``log((s * b_m - q_m)_+)`` at a token ``m`` that is the mode of both rows, from their log tails.
+
+    With ``b_m = 1 / (1 + t_b)`` and ``q_m = 1 / (1 + t_q)``:
+    ``s b_m - q_m = (s t_q - t_b - (1 - s)) / ((1 + t_b)(1 + t_q))``, evaluated in log space. This is
+    exact where ``b_m`` and ``q_m`` both round to 1: near-one-hot rows at tiny temperatures, whose
+    whole residual can sit on the mode (tails of e^-435 against e^-1110 were found by fuzzing; below
+    1e-308 the probabilities cannot even tell the tails apart). ``-inf`` where the residual is 0 or an
+    input is NaN. Arguments broadcast; ``log_scale`` is ``log s <= 0`` (0 for token verification).
+    """
+    ls = np.asarray(log_scale, dtype=np.float64)
+    ltb = np.asarray(target_log_tail, dtype=np.float64)
+    ltq = np.asarray(draft_log_tail, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        gained = ls + ltq  # log(s t_q)
+        log_one_minus_s = np.where(ls < 0, _log_one_minus_exp(np.minimum(ls, 0.0)), -np.inf)
+        lost = np.logaddexp(ltb, log_one_minus_s)  # log(t_b + 1 - s)
+        gap = lost - gained
+        out = np.where(gap < 0, gained + _log_one_minus_exp(np.minimum(gap, 0.0)), -np.inf)
+        out = out - np.log1p(np.exp(ltb)) - np.log1p(np.exp(ltq))
+    return np.where(np.isnan(out), -np.inf, out)
+
+
+def shared_mode_cells(log_scale, target_mode, target_log_tail, draft_mode, draft_log_tail):
+    """The residual rows whose target and draft rows share their mode: ``(row indices, mode ids,
+    log((s b - q)_+) at the mode)``, to overwrite what :func:`residual_log_weights` gave there. All
+    arguments are aligned per residual row (``[n]``)."""
+    rows = np.flatnonzero(np.asarray(target_mode) == np.asarray(draft_mode))
+    values = shared_mode_log_residual(np.asarray(log_scale, dtype=np.float64).reshape(-1)[rows],
+                                      np.asarray(target_log_tail)[rows], np.asarray(draft_log_tail)[rows])
+    return rows, np.asarray(target_mode)[rows], values
 
 
 def point_mass_log_rows(draft_token_ids, vocab_size: int) -> np.ndarray:

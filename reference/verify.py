@@ -22,10 +22,11 @@ from reference.probs import (
     clipped_ratio_step,
     effective_temperature,
     greedy_argmax,
-    log_softmax_rows,
+    log_softmax_with_tails,
     point_mass_log_rows,
     rescaled_pair,
     residual_log_weights,
+    shared_mode_cells,
     stop_probability,
 )
 from reference.rng import exponential_from_uniform
@@ -159,13 +160,13 @@ def verify_batch(
     greedy = temp == 0.0
 
     row_temp = effective_temperature(temp)[row_req]
-    logb = log_softmax_rows(target, row_temp)
+    logb, b_mode, b_log_tail = log_softmax_with_tails(target, row_temp)
     b = np.exp(logb)  # one pass over the rows: probabilities from the log-probabilities
     b_x = b[slot_row, ids]
     if draft is None:
         log_q = point_mass_log_rows(ids, vocab)
     else:
-        log_q = log_softmax_rows(draft, effective_temperature(temp)[slot_req])
+        log_q, q_mode, q_log_tail = log_softmax_with_tails(draft, effective_temperature(temp)[slot_req])
         q = np.exp(log_q)
     log_q_x = log_q[np.arange(ids.size), ids]
     # Decisions use only b(x)/q(x): take it from the logs so tiny temperatures cannot underflow it.
@@ -188,7 +189,12 @@ def verify_batch(
         if draft is None:
             z = p_before * (1.0 - b_x)
         else:
-            z = np.sum(np.maximum(p_before[:, None] * b[slot_row] - q, 0.0), axis=1)
+            terms = np.maximum(p_before[:, None] * b[slot_row] - q, 0.0)
+            with np.errstate(divide="ignore"):
+                cells = shared_mode_cells(np.log(p_before), b_mode[slot_row], b_log_tail[slot_row], q_mode,
+                                          q_log_tail)
+            terms[cells[0], cells[1]] = np.exp(cells[2])  # exact where p b and q both round to 1
+            z = np.sum(terms, axis=1)
         z_pad = _padded(z, slot_req, slot_j, (num_reqs, width + 1), 0.0)
         is_last = slot_j == lengths[slot_req] - 1
         p_after = p[slot_req, slot_j + 1]
@@ -224,7 +230,12 @@ def verify_batch(
         rs = reject_slot[rejected]
         with np.errstate(divide="ignore"):
             log_scale = np.log(residual_scale(method, p_before[rs]))
-        log_weights[rejected] = residual_log_weights(log_scale, log_weights[rejected], log_q[rs])
+        residual = residual_log_weights(log_scale, log_weights[rejected], log_q[rs])
+        if draft is not None:
+            cells = shared_mode_cells(log_scale, b_mode[emit_row[rejected]], b_log_tail[emit_row[rejected]],
+                                      q_mode[rs], q_log_tail[rs])
+            residual[cells[0], cells[1]] = cells[2]
+        log_weights[rejected] = residual
     exps = exponential_from_uniform(u_sample[emit_row])
     emitted, sample_gap, has_mass = _race(log_weights, exps)
     fallback = ~has_mass & ~greedy

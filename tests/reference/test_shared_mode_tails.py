@@ -1,0 +1,77 @@
+"""The residual at a mode shared by near-one-hot target and draft rows, exact below float64's range.
+
+There ``b_m`` and ``q_m`` both round to 1 and the residual is the difference of the rows' tails
+(``reference.probs.shared_mode_log_residual`` works from their logs). Checked against exact decimal
+arithmetic; the float64 probabilities of the earlier oracle lost tails below ~1e-308 (e^-709).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, getcontext
+
+import numpy as np
+import pytest
+
+from reference.laws import conditional_law
+from reference.probs import log_softmax_with_tails, shared_mode_log_residual
+from reference.verify import verify_batch
+
+getcontext().prec = 1400  # e^-3000 and differences of numbers near 1 at that depth
+
+
+def _exact_log_residual(scale: Decimal, target_row, draft_row) -> float:
+    """``log((s b_m - q_m)_+)`` at the shared mode 0 of two rows of log-weights, in decimal."""
+    b = [Decimal(float(z)).exp() for z in target_row]
+    q = [Decimal(float(z)).exp() for z in draft_row]
+    w = scale * b[0] / sum(b) - q[0] / sum(q)
+    return float(w.ln()) if w > 0 else -np.inf
+
+
+# log-weights relative to the mode 0 (logits / T): (target row, draft row, 1 - scale as a decimal)
+CASES = [
+    ([0.0, -1110.0, -1110.0], [0.0, -435.6, -2000.0], "0"),   # draft tail below float32, above float64
+    ([0.0, -1110.0, -1110.0], [0.0, -800.0, -2000.0], "0"),   # both below float64
+    ([0.0, -800.5, -900.0], [0.0, -800.0, -3000.0], "0"),     # tails within a factor of 1.6
+    ([0.0, -800.0, -3000.0], [0.0, -800.5, -900.0], "0"),     # the mirror: no residual
+    ([0.0, -5.0, -6.0], [0.0, -3.0, -7.0], "0"),              # ordinary tails
+    ([0.0, -5.0, -6.0], [0.0, -3.0, -7.0], "0.01"),           # block scale
+    ([0.0, -60.0, -70.0], [0.0, -50.0, -70.0], "1e-30"),      # block: 1 - p below the tails
+    ([0.0, -60.0, -70.0], [0.0, -50.0, -70.0], "1e-20"),      # ... above them: no residual
+]
+
+
+@pytest.mark.parametrize("target_row, draft_row, one_minus_scale", CASES)
+def test_shared_mode_residual_is_exact(target_row, draft_row, one_minus_scale):
+    _, b_mode, b_tail = log_softmax_with_tails(np.array([target_row]), np.ones(1))
+    _, q_mode, q_tail = log_softmax_with_tails(np.array([draft_row]), np.ones(1))
+    assert b_mode[0] == q_mode[0] == 0
+    scale = Decimal(1) - Decimal(one_minus_scale)
+    want = _exact_log_residual(scale, target_row, draft_row)
+    got = float(shared_mode_log_residual(float(scale.ln()), b_tail[0], q_tail[0]))
+    if want == -np.inf:
+        assert got == -np.inf
+    else:
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-9)
+
+
+def test_log_tail_below_float64():
+    row = np.array([[0.0, -1110.0, -1110.0, -np.inf]])
+    _, mode, log_tail = log_softmax_with_tails(row, np.ones(1))
+    assert mode[0] == 0 and log_tail[0] == pytest.approx(-1110.0 + np.log(2.0), abs=1e-12)
+    _, _, lone = log_softmax_with_tails(np.array([[0.0, -np.inf]]), np.ones(1))
+    assert lone[0] == -np.inf
+
+
+@pytest.mark.parametrize("method", ["token", "block"])
+def test_verifier_and_law_emit_the_mode(method):
+    """Draft token 1 (b/q = e^-310) is rejected; the residual is e^-800 on the mode 0 against
+    e^-1110 on token 2, and the old probability-space normaliser (tails below 1e-308 read as 0)
+    emitted token 2."""
+    target = np.array([[0.0, -1110.0, -1110.0], [0.0, 0.0, 0.0]])
+    draft = np.array([[0.0, -800.0, -2000.0]])
+    law = conditional_law(target, draft, np.array([1]), 1.0, method)
+    assert law[0, 0] == pytest.approx(1.0, abs=1e-12), law
+    res = verify_batch(target, draft, np.array([1]), np.array([0, 1]), np.array([1.0]),
+                       np.array([0.5], dtype=np.float32), np.full((2, 3), 0.5, dtype=np.float32), method)
+    assert res.output_token_ids[0].tolist() == [0, -1] and not res.used_fallback[0]
+    assert res.sample_margins[0] > 300.0
