@@ -15,6 +15,10 @@ uniforms and decides (docs/interfaces.md section 2):
   stages: ``COMBINE`` (statistics and ``log p`` per slot, stored for the residual-mass pass) and
   ``DECIDE`` (reads ``Z`` and decides). Otherwise one launch does both.
 
+A rejection whose target and draft rows are near one-hot on a shared mode beyond float32's tails
+(kernels/deep_tails.py) gets its correction here, from a sequential race over the row, and its
+race counter is set so that the sampling pass leaves it alone.
+
 It writes the whole output row (accepted drafts, greedy emission, ``-1`` padding), ``num_emitted``,
 logprobs of accepted drafts (``0.0`` padding), and for sampled requests ``tau`` and ``log p_tau`` for
 the sampling pass. A draft id outside ``[0, V)`` (``-1`` padding) counts as a token of target
@@ -28,17 +32,12 @@ import triton
 import triton.language as tl
 
 from kernels import tuning
-from kernels.fastmath import log1p
+from kernels.deep_tails import CLAIMED, DEEP_BLOCK, deep_tail_race, is_deep
+from kernels.fastmath import LOG2E, log1p
 from kernels.randomness import ACCEPT_STREAM, philox_uniform
-from kernels.row_stats import inverse_temperature, request_span
+from kernels.row_stats import inverse_temperature, log_prob, request_span
 
 NEG_INF = tl.constexpr(float("-inf"))
-
-
-@triton.jit
-def log_prob(x, row_max, inv_t, row_log_sum):
-    """log softmax(row / T) at logits ``x``, from the row's raw max and log sum of exp."""
-    return (x - row_max) * inv_t - row_log_sum
 
 
 @triton.jit
@@ -75,6 +74,22 @@ def _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr, first_row, num_ro
 
 
 @triton.jit
+def _row_mode(row_ptr, blk_max_ptr, stat_row, num_vblocks, vocab_size, row_max, NVB: tl.constexpr,
+              MODE_BLOCK: tl.constexpr):
+    """Lowest column holding ``row_max``, read from the row's first pass-1 block whose max it is
+    (``MODE_BLOCK`` = that pass's block width), ``DEEP_BLOCK`` columns at a time."""
+    vbs = tl.arange(0, NVB)
+    blk_max = tl.load(blk_max_ptr + stat_row * num_vblocks + vbs, mask=vbs < num_vblocks, other=NEG_INF)
+    first = tl.min(tl.where(blk_max == row_max, vbs, NVB), axis=0)
+    mode = vocab_size + first * 0
+    for offset in range(0, MODE_BLOCK, DEEP_BLOCK):
+        cols = first * MODE_BLOCK + offset + tl.arange(0, DEEP_BLOCK)
+        x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=NEG_INF).to(tl.float32)
+        mode = tl.minimum(mode, tl.min(tl.where(x == row_max, cols, vocab_size), axis=0))
+    return mode
+
+
+@triton.jit
 def _pick(values, rows, index):
     """``values[index]`` of a small register vector (0 when out of range)."""
     return tl.sum(tl.where(rows == index, values, 0), axis=0)
@@ -84,17 +99,17 @@ def _pick(values, rows, index):
     counts=("out_width", "num_target_rows", "vocab_size", "num_vblocks"),
     small_pointers=("draft_ids_ptr", "cu_ptr", "temperature_ptr", "seeds_ptr", "positions_ptr", "blk_max_ptr",
                     "blk_tail_ptr", "blk_arg_ptr", "row_max_ptr", "row_log_sum_ptr", "row_arg_ptr",
-                    "logp_before_ptr", "z_part_ptr", "tau_ptr", "residual_logp_ptr", "out_ids_ptr",
-                    "out_num_ptr", "out_logprobs_ptr"))
+                    "logp_before_ptr", "z_part_ptr", "tau_ptr", "residual_logp_ptr", "done_ptr",
+                    "out_ids_ptr", "out_num_ptr", "out_logprobs_ptr"))
 def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr, cu_ptr,
                    temperature_ptr, seeds_ptr, positions_ptr,
                    blk_max_ptr, blk_tail_ptr, blk_arg_ptr, row_max_ptr, row_log_sum_ptr, row_arg_ptr,
-                   logp_before_ptr, z_part_ptr, tau_ptr, residual_logp_ptr,
+                   logp_before_ptr, z_part_ptr, tau_ptr, residual_logp_ptr, done_ptr,
                    out_ids_ptr, out_num_ptr, out_logprobs_ptr, out_width,
                    num_target_rows, vocab_size, num_vblocks,
                    BLOCK_METHOD: tl.constexpr, HAS_DRAFT: tl.constexpr, COMBINE: tl.constexpr,
                    DECIDE: tl.constexpr, WANT_LOGPROBS: tl.constexpr,
-                   ROWS: tl.constexpr, NVB: tl.constexpr):
+                   ROWS: tl.constexpr, NVB: tl.constexpr, MODE_BLOCK: tl.constexpr):
     req = tl.program_id(0)
     draft_row0, k = request_span(cu_ptr, req, num_target_rows - tl.num_programs(0), out_width - 1)
     target_row0 = draft_row0 + req
@@ -196,20 +211,49 @@ def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids
             tl.store(out_logprobs_ptr + out_row + rows, logprobs, mask=rows < out_width)
         tl.store(tau_ptr + req, tau)
         tl.store(residual_logp_ptr + req, residual_logp)
+        if HAS_DRAFT:  # a correction the race's float32 tails would get wrong (kernels/deep_tails.py)
+            t_log_sum_tau = _pick(t_log_sum, rows, tau)
+            q_log_sum_tau = _pick(q_log_sum, rows, tau)
+            t_max_tau = _pick(t_max, rows, tau)
+            q_max_tau = _pick(q_max, rows, tau)
+            target_row = target_row0 + tau
+            t_row_ptr = target_ptr + target_row.to(tl.int64) * target_stride
+            q_row_ptr = draft_ptr + (draft_row0 + tau).to(tl.int64) * draft_stride
+            shared_mode = tau < 0  # False, typed as the comparison below
+            if ~greedy & (tau < k) & is_deep(t_log_sum_tau, q_log_sum_tau):  # both modes are unique
+                shared_mode = (_row_mode(t_row_ptr, blk_max_ptr, target_row, num_vblocks, vocab_size,
+                                         t_max_tau, NVB, MODE_BLOCK)
+                               == _row_mode(q_row_ptr, blk_max_ptr, num_target_rows + draft_row0 + tau,
+                                            num_vblocks, vocab_size, q_max_tau, NVB, MODE_BLOCK))
+            if shared_mode:
+                best, token = deep_tail_race(
+                    target_ptr, draft_ptr, target_stride, draft_stride, target_row, draft_row0 + tau,
+                    vocab_size, t_max_tau, t_log_sum_tau, q_max_tau, q_log_sum_tau, inv_t,
+                    residual_logp * LOG2E, seed, position0 + tau, DEEP_BLOCK)
+                if best > NEG_INF:  # else the race kernel runs, and its empty-residual fallback
+                    tl.store(out_ids_ptr + out_row + tau, token.to(tl.int64))
+                    if WANT_LOGPROBS:
+                        x_token = tl.load(t_row_ptr + token).to(tl.float32)
+                        logprob = log_prob(x_token, t_max_tau, inv_t, t_log_sum_tau)
+                        tl.store(out_logprobs_ptr + out_row + tau, logprob)
+                    tl.store(done_ptr + req, CLAIMED)  # the race never completes this request
 
 
 def launch_decide(ws, batch, num_reqs, *, block_method, has_draft, combine, decide, want_logprobs, rows,
                   nvb_pow2):
     """One program per request of the chunk; see the module docstring for the two stages."""
+    vocab_size = batch.target_logits.shape[1]
+    mode_block = triton.next_power_of_2(triton.cdiv(vocab_size, ws.num_vblocks))  # pass 1's block width
     draft = batch.draft_logits if has_draft else batch.target_logits
     out_logprobs = batch.out_logprobs if want_logprobs else batch.out_num
     _decide_kernel[(num_reqs,)](
         batch.target_logits, draft, batch.target_logits.stride(0), draft.stride(0), batch.draft_token_ids,
         batch.cu, batch.temperature, batch.seeds, batch.positions,
         ws.blk_max, ws.blk_tail, ws.blk_arg, ws.row_max, ws.row_log_sum, ws.row_arg,
-        ws.logp_before, ws.z_part, ws.tau, ws.residual_logp,
+        ws.logp_before, ws.z_part, ws.tau, ws.residual_logp, ws.done,
         batch.out_ids, batch.out_num, out_logprobs, batch.out_ids.shape[1],
         batch.target_logits.shape[0], batch.target_logits.shape[1], ws.num_vblocks,
         BLOCK_METHOD=block_method, HAS_DRAFT=has_draft, COMBINE=combine, DECIDE=decide,
-        WANT_LOGPROBS=want_logprobs, ROWS=rows, NVB=nvb_pow2, variant=batch.variant,
+        WANT_LOGPROBS=want_logprobs, ROWS=rows, NVB=nvb_pow2, MODE_BLOCK=mode_block,
+        variant=batch.variant,
     )

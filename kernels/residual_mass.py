@@ -12,8 +12,7 @@ import kernels._device  # noqa: F401
 import triton.language as tl
 
 from kernels import tuning
-from kernels.decide import log_prob
-from kernels.row_stats import inverse_temperature
+from kernels.row_stats import inverse_temperature, log_prob
 
 
 @tuning.launch_jit(

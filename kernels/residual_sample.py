@@ -28,10 +28,9 @@ import triton
 import triton.language as tl
 
 from kernels import tuning
-from kernels.decide import log_prob
 from kernels.fastmath import LN2, LOG2E, fast_log2
 from kernels.randomness import SAMPLE_STREAM, log2_exponential_from_uniform, sampling_uniforms_block
-from kernels.row_stats import inverse_temperature, request_span
+from kernels.row_stats import inverse_temperature, log_prob, request_span
 
 NEG_INF = tl.constexpr(float("-inf"))
 ONE_SIXTH = tl.constexpr(1.0 / 6.0)

@@ -37,6 +37,12 @@ def inverse_temperature(temperature):
 
 
 @triton.jit
+def log_prob(x, row_max, inv_t, row_log_sum):
+    """log softmax(row / T) at logits ``x``, from the row's raw max and log sum of exp."""
+    return (x - row_max) * inv_t - row_log_sum
+
+
+@triton.jit
 def request_span(cu_ptr, req, num_drafts, max_k):
     """``(first draft row, draft count)`` of request ``req``: ``cu`` read relative to ``cu[0]``, then
     clamped to ``[0, num_drafts]`` and to at most ``max_k`` drafts. A valid ``cu`` is unchanged; a
