@@ -156,6 +156,43 @@ def shared_mode_case() -> Case:
                  "draft rows (tails below float32's epsilon)")
 
 
+# Deep tails (V = 8, token method, one draft x = 1 per request, T = 1e-6, float32 logits): at
+# logits / T the mode 0 sits at 0; draft row r puts -DEEP_DRAFT_TAILS[r] on token 1 and -2000
+# elsewhere, the target puts -1110 on tokens 1..7 (request 2: -435.6 on 2..7, -3000 on token 1).
+# x = 1 is rejected (b/q <= e^-310). Requests 0 and 1: the residual is the draft's tail (e^-435.6,
+# below float32; e^-800, below float64 too) on the mode against e^-1110 on tokens 2..7, so 0 wins by
+# hundreds of nats whatever the uniforms; float32 (or float64) tails see an empty mode and emit 2..7.
+# Request 2, the mirror: no residual on the mode. Found by `harness check --profile gpu --seed 14`
+# (a bf16 row at T = 7e-7 with tails e^-435.6 and e^-1110).
+DEEP_TEMPERATURE = 1e-6
+DEEP_DRAFT_TAILS = (435.6, 800.0, 1110.0)
+_DEEP_VOCAB = 8
+
+
+def _deep_row(rest_nats: float, token1_nats: float) -> np.ndarray:
+    row = np.full(_DEEP_VOCAB, -rest_nats * DEEP_TEMPERATURE)
+    row[0] = 0.0
+    row[1] = -token1_nats * DEEP_TEMPERATURE
+    return row
+
+
+def deep_tail_logits() -> tuple[np.ndarray, np.ndarray]:
+    """``(target [6, 8], draft [3, 8])`` float32 logits of the three requests above."""
+    target, draft = [], []
+    target_rest, target_x = (1110.0, 1110.0, 435.6), (1110.0, 1110.0, 3000.0)
+    for draft_x, rest, x in zip(DEEP_DRAFT_TAILS, target_rest, target_x, strict=True):
+        target += [_deep_row(rest, x), _deep_row(5.0, 5.0)]
+        draft.append(_deep_row(2000.0, draft_x))
+    return np.array(target, dtype=np.float32), np.array(draft, dtype=np.float32)
+
+
+def deep_tail_case() -> Case:
+    target, draft = deep_tail_logits()
+    return _case(target, draft, [1, 1, 1], [1, 1, 1], [3, 4, 5], "token",
+                 "crafted: rejection whose residual is the draft's tail on a shared mode, with both tails "
+                 "below float32's range (one below float64's)", temperatures=[DEEP_TEMPERATURE] * 3)
+
+
 def crafted_cases(methods) -> list[Case]:
     """The crafted coupled cases that apply to a kernel claiming ``methods``."""
     methods = sorted(methods)
@@ -163,7 +200,7 @@ def crafted_cases(methods) -> list[Case]:
         return []
     cases = [tiny_uniform_case(methods[0])]
     if "token" in methods:
-        cases += [empty_residual_case(), shared_mode_case()]
+        cases += [empty_residual_case(), shared_mode_case(), deep_tail_case()]
     if "block" in methods:
         cases += [high_eta_block_case(), block_residual_case()]
     return cases

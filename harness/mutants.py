@@ -269,6 +269,35 @@ CATALOGUE: tuple[Mutant, ...] = (
         (COUPLED,),
     ),
     _m(
+        "deep-tail-path-off",
+        "BUGS#13",
+        "deep_tails.py",
+        "DEEP_TAIL = tl.constexpr(5.421010862427522e-20)",
+        "DEEP_TAIL = tl.constexpr(0.0)",
+        "no deep-tail path: at a mode shared by target and draft rows whose tails are below float32's "
+        "range the residual (the draft's tail) is lost and the correction goes to the wrong token",
+        (COUPLED,),
+    ),
+    _m(
+        "deep-tail-mode-never-scored",
+        "generic:dropped-candidate",
+        "deep_tails.py",
+        "take = ((mode >= 0) & (mode_score > NEG_INF)",
+        "take = ((mode < -1) & (mode_score > NEG_INF)",
+        "the deep-tail race takes the shared mode out of the race but never scores it back in",
+        (COUPLED,),
+    ),
+    _m(
+        "deep-tail-claim-dropped",
+        "generic:dropped-write",
+        "decide.py",
+        "tl.store(done_ptr + req, CLAIMED)",
+        "pass",
+        "the decide kernel emits a deep-tail correction but does not claim the request, so the race "
+        "overwrites it with the float32-tail answer",
+        (COUPLED,),
+    ),
+    _m(
         "half-precision-statistics",
         "BUGS#14",
         "row_stats.py",

@@ -22,7 +22,7 @@ def test_high_eta_seed_is_within_1e3_of_one():
 def test_block_residual_seeds_exist_and_cases_build():
     assert len(crafted.block_residual_seeds()) == 2
     cases = crafted.crafted_cases({"token", "block"})
-    assert [c.method for c in cases] == ["block", "token", "token", "block", "block"]
+    assert [c.method for c in cases] == ["block", "token", "token", "token", "block", "block"]
     assert not crafted.crafted_cases(())
     assert all(c.label.startswith("crafted:") for c in cases)
 
@@ -31,7 +31,7 @@ def test_empty_residual_seed_rejects_the_draft():
     seed = crafted.empty_residual_seed()
     eta = rng.accept_uniforms([seed], [0], [0, 1])[0]
     assert np.log(np.float32(eta)) > -(2.0**-16)  # log u + log q(x) >= log b(x): rejected
-    assert [c.method for c in crafted.crafted_cases({"token"})] == ["token", "token", "token"]
+    assert [c.method for c in crafted.crafted_cases({"token"})] == ["token"] * 4
 
 
 def test_shared_mode_case_rejects_and_the_oracle_emits_the_mode():
@@ -47,3 +47,20 @@ def test_shared_mode_case_rejects_and_the_oracle_emits_the_mode():
     assert result.output_token_ids[0].tolist() == [0, -1]
     b, q = np.exp(crafted._MODE_TARGET[0]), np.exp(crafted._MODE_DRAFT[0])
     assert np.float32(b.sum()) == np.float32(q.sum()) == np.float32(1.0)  # the float32 trap
+
+
+def test_deep_tail_case_emits_the_mode_by_hundreds_of_nats():
+    """Requests 0 and 1 emit the shared mode 0 by hundreds of nats, request 2 a token in 2..7 by a
+    margin no float32 tie tolerance covers, and request 0's draft tail is 0 in float32."""
+    from harness.cases import build_batch
+    from harness.oracle import reference_draws, run_reference
+
+    case = crafted.deep_tail_case()
+    batch = build_batch(case)
+    result = run_reference(batch, *reference_draws(batch))
+    assert result.output_token_ids[:, 0].tolist()[:2] == [0, 0]
+    assert result.output_token_ids[2, 0] >= 2
+    assert np.all(result.sample_margins[:2] > 300.0) and result.sample_margins[2] > 1e-2
+    target, draft = crafted.deep_tail_logits()
+    scaled = (draft[0].astype(np.float32) / np.float32(crafted.DEEP_TEMPERATURE))
+    assert np.sum(np.exp(scaled[1:] - scaled[0]).astype(np.float32)) == 0.0  # the float32 trap
