@@ -150,6 +150,26 @@ _MODE_TARGET = np.array([[0.0] + [-30.0] * 7, [0.0] * 8])
 _MODE_DRAFT = np.array([[0.0, -17.0] + [-40.0] * 6])
 
 
+# Shared mode with tails of a few float32 ulps of 1 (V = 8, token method, one draft x = 1, T = 1; u =
+# 2^-23): target tail 2.6u on token 2, draft tail 4.4u on x. The residual is 1.8u on the mode 0
+# against 2.6u on token 2, so the uniforms decide; with these seeds the oracle emits the mode by more
+# than 0.5 nats. A tail formed as (1 + tail) - 1 rounds to 3u and 4u, leaving the mode 1u, and emits
+# token 2 (found offline with mutant tail-swallowed-by-max, 13 % of seeds). Tails that round to 0
+# instead no longer tell: the deep-tail path recomputes them (shared_mode_case above).
+ULP_MODE_SEEDS = (2, 51)
+_ULP = 2.0**-23
+_ULP_TARGET = np.array([[0.0, -30.0, np.log(2.6 * _ULP)] + [-30.0] * 5, [0.0] * 8])
+_ULP_DRAFT = np.array([[0.0, np.log(4.4 * _ULP)] + [-40.0] * 6])
+
+
+def ulp_mode_case() -> Case:
+    reqs = len(ULP_MODE_SEEDS)
+    return _case(np.tile(_ULP_TARGET, (reqs, 1)), np.tile(_ULP_DRAFT, (reqs, 1)), [1] * reqs, [1] * reqs,
+                 list(ULP_MODE_SEEDS), "token",
+                 "crafted: rejection whose residual on a shared mode is the difference of tails a few "
+                 "float32 ulps of 1 wide")
+
+
 def shared_mode_case() -> Case:
     return _case(_MODE_TARGET, _MODE_DRAFT, [1], [1], [SHARED_MODE_SEED], "token",
                  "crafted: rejection whose residual lives on a mode shared by near-one-hot target and "
@@ -200,7 +220,7 @@ def crafted_cases(methods) -> list[Case]:
         return []
     cases = [tiny_uniform_case(methods[0])]
     if "token" in methods:
-        cases += [empty_residual_case(), shared_mode_case(), deep_tail_case()]
+        cases += [empty_residual_case(), shared_mode_case(), ulp_mode_case(), deep_tail_case()]
     if "block" in methods:
         cases += [high_eta_block_case(), block_residual_case()]
     return cases

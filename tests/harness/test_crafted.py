@@ -22,7 +22,7 @@ def test_high_eta_seed_is_within_1e3_of_one():
 def test_block_residual_seeds_exist_and_cases_build():
     assert len(crafted.block_residual_seeds()) == 2
     cases = crafted.crafted_cases({"token", "block"})
-    assert [c.method for c in cases] == ["block", "token", "token", "token", "block", "block"]
+    assert [c.method for c in cases] == ["block", "token", "token", "token", "token", "block", "block"]
     assert not crafted.crafted_cases(())
     assert all(c.label.startswith("crafted:") for c in cases)
 
@@ -31,7 +31,7 @@ def test_empty_residual_seed_rejects_the_draft():
     seed = crafted.empty_residual_seed()
     eta = rng.accept_uniforms([seed], [0], [0, 1])[0]
     assert np.log(np.float32(eta)) > -(2.0**-16)  # log u + log q(x) >= log b(x): rejected
-    assert [c.method for c in crafted.crafted_cases({"token"})] == ["token"] * 4
+    assert [c.method for c in crafted.crafted_cases({"token"})] == ["token"] * 5
 
 
 def test_shared_mode_case_rejects_and_the_oracle_emits_the_mode():
@@ -64,3 +64,24 @@ def test_deep_tail_case_emits_the_mode_by_hundreds_of_nats():
     target, draft = crafted.deep_tail_logits()
     scaled = (draft[0].astype(np.float32) / np.float32(crafted.DEEP_TEMPERATURE))
     assert np.sum(np.exp(scaled[1:] - scaled[0]).astype(np.float32)) == 0.0  # the float32 trap
+
+
+def test_ulp_mode_case_emits_the_mode_and_rounding_would_not():
+    """Both seeds reject x and the oracle emits the mode 0 by > 0.5 nats, while tails taken as
+    float32 (1 + tail) - 1 (3 and 4 ulps instead of 2.6 and 4.4) leave the mode 1 ulp and the race
+    with the same uniforms picks token 2."""
+    from harness.cases import build_batch
+    from harness.oracle import reference_draws, run_reference
+
+    batch = build_batch(crafted.ulp_mode_case())
+    accept, sample = reference_draws(batch)
+    result = run_reference(batch, accept, sample)
+    assert result.output_token_ids[:, 0].tolist() == [0, 0] and result.num_emitted.tolist() == [1, 1]
+    assert np.all(result.sample_margins > 0.5)
+    ulp = np.float32(2.0**-23)
+    rounded = [np.float32(np.float32(1.0) + np.float32(t * 2.0**-23)) - np.float32(1.0) for t in (2.6, 4.4)]
+    assert rounded == [3 * ulp, 4 * ulp]
+    exponentials = rng.exponential_from_uniform(np.asarray(sample)[0::2])  # row 0 of each request
+    with np.errstate(divide="ignore"):
+        rounded_weights = np.log(np.array([1.0, 0, 2.6, 0, 0, 0, 0, 0]) * 2.0**-23)
+    assert np.all(np.argmax(rounded_weights - np.log(exponentials), axis=1) == 2)
