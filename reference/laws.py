@@ -109,7 +109,8 @@ def conditional_law(target_logits, draft_logits, draft_token_ids, temperature, m
             terms = np.maximum(p[i] * b[i] - q[i], 0.0)
             if shared_mode[i]:
                 with np.errstate(divide="ignore"):
-                    terms[b_mode[i]] = np.exp(residual(i, np.log(p[i]))[b_mode[i]])
+                    terms[b_mode[i]] = np.exp(shared_mode_log_residual(np.log(p[i]), b_log_tail[i],
+                                                                       q_log_tail[i]))
             z = terms.sum()
             h[i] = stop_probability(z, p[i])
         if g:

@@ -75,3 +75,32 @@ def test_verifier_and_law_emit_the_mode(method):
                        np.array([0.5], dtype=np.float32), np.full((2, 3), 0.5, dtype=np.float32), method)
     assert res.output_token_ids[0].tolist() == [0, -1] and not res.used_fallback[0]
     assert res.sample_margins[0] > 300.0
+
+
+def test_block_stop_probability_at_a_shared_mode_is_exact():
+    """Block, g = 2: p_1 = 1/(1 + 2^-51), so 1 - p_1 is 4 float64 steps below 1 (float64 cannot hold
+    p_1 closer to 1 than its step: the oracle's limit), and row 1 shares its mode with tails 6e-16
+    (draft) and e^-50 (target): Z_2 = p_1 b_m - q_m ~ 1.6e-16 lives on the mode, where b_m and q_m
+    round to within a step of 1. h_1 = Z_2 / (Z_2 + 1 - p_1) ~ 0.265; taking Z_2 from the rounded
+    probabilities gives 0.2 or 0.33. Checked against decimal arithmetic."""
+    a, c = 2.0**-51, 6e-16
+    ninf = -np.inf
+    target = np.array([[0.0, np.log(a), ninf, ninf], [0.0, ninf, -50.0, ninf], [0.0, 0.0, 0.0, 0.0]])
+    draft = np.array([[0.0, ninf, ninf, ninf], [0.0, np.log(c), -40.0, ninf]])
+    ids = np.array([0, 2])
+    exp = lambda row: [Decimal(float(z)).exp() if np.isfinite(z) else Decimal(0) for z in row]
+    norm = lambda row: [w / sum(exp(row)) for w in exp(row)]
+    b0, q0, b1, q1 = norm(target[0]), norm(draft[0]), norm(target[1]), norm(draft[1])
+    p1 = min(b0[0] / q0[0], Decimal(1))
+    z2 = sum(max(p1 * bv - qv, Decimal(0)) for bv, qv in zip(b1, q1, strict=True))
+    h1 = z2 / (z2 + 1 - p1)
+    h2 = min(p1 * b1[2] / q1[2], Decimal(1))
+    law = conditional_law(target, draft, ids, 1.0, "block").sum(axis=1)
+    assert float(h1) == pytest.approx(0.265, abs=0.01)
+    assert law[1] == pytest.approx(float(h1 * (1 - h2)), rel=1e-6)
+    assert law[2] == pytest.approx(float(h2), rel=1e-6)
+    for eta, want in ((float(h1) - 0.01, 2), (float(h1) + 0.01, 1)):  # tau = 1 iff eta_1 <= h_1
+        res = verify_batch(target, draft, ids, np.array([0, 2]), np.array([1.0]),
+                           np.array([eta, 0.5], dtype=np.float32), np.full((3, 4), 0.5, dtype=np.float32),
+                           "block")
+        assert res.num_emitted[0] == want, (eta, res.num_emitted)
