@@ -213,6 +213,29 @@ def deep_tail_case() -> Case:
                  "below float32's range (one below float64's)", temperatures=[DEEP_TEMPERATURE] * 3)
 
 
+# Block, 1 - p and Z below float32's epsilon (V = 4, two drafts 0 and 2, T = 1): target row 0 puts
+# -18.0218 (2^-26 in probability) on token 1, so p_1 = 1/(1 + 2^-26), which float32 rounds to 1;
+# row 1 shares its mode 0 with draft row 1, whose tail (3e-8 on token 1) exceeds the target's
+# (e^-50), so Z_2 = 1.51e-8 is the mode's residual, h_1 = Z_2 / (Z_2 + 1 - p_1) = 0.503, and
+# p_2 = e^-10. Seeds 19, 32, 34 draw eta_1 in h_1 + (0.15, 0.2): the oracle stops at tau = 0 and
+# emits token 1. Seeds 6 and 15 draw eta_1 in h_1 - (0.16, 0.26): it accepts x_1 and emits [0, 0].
+# 1 - p taken as 1 - exp(log p) = 0 gives h_1 = 1 (the first seeds fail); a Z formed as a float32
+# difference of the two near-1 probabilities is 0 (h_1 = 0: the last seeds fail) or a multiple of
+# 2^-24 (h_1 >= 0.8: the first fail). Found in review; the regression entry is
+# tests/regressions/coupled-exactness-block-one-minus-p-below-float32-epsilon.json.
+NEAR_ONE_SEEDS = (19, 32, 34, 6, 15)
+_NEAR_ONE_TARGET = np.array([[0.0, -18.021826, -np.inf, -np.inf], [0.0, -np.inf, -50.0, -np.inf],
+                             [0.0] * 4])
+_NEAR_ONE_DRAFT = np.array([[0.0, -np.inf, -np.inf, -np.inf], [0.0, -17.32207, -40.0, -np.inf]])
+
+
+def near_one_block_case() -> Case:
+    reqs = len(NEAR_ONE_SEEDS)
+    return _case(np.tile(_NEAR_ONE_TARGET, (reqs, 1)), np.tile(_NEAR_ONE_DRAFT, (reqs, 1)), [0, 2] * reqs,
+                 [2] * reqs, list(NEAR_ONE_SEEDS), "block",
+                 "crafted: block h where 1 - p and the residual mass Z are both below float32's epsilon")
+
+
 def crafted_cases(methods) -> list[Case]:
     """The crafted coupled cases that apply to a kernel claiming ``methods``."""
     methods = sorted(methods)
@@ -222,5 +245,5 @@ def crafted_cases(methods) -> list[Case]:
     if "token" in methods:
         cases += [empty_residual_case(), shared_mode_case(), ulp_mode_case(), deep_tail_case()]
     if "block" in methods:
-        cases += [high_eta_block_case(), block_residual_case()]
+        cases += [high_eta_block_case(), block_residual_case(), near_one_block_case()]
     return cases

@@ -298,6 +298,26 @@ CATALOGUE: tuple[Mutant, ...] = (
         (COUPLED,),
     ),
     _m(
+        "block-one-minus-p-rounded",
+        "BUGS#14",
+        "decide.py",
+        "one_minus_p = one_minus_exp2(log_p * LOG2E)",
+        "one_minus_p = 1.0 - tl.exp(log_p)",
+        "block h with 1 - p taken as 1 - exp(log p): 0 once p is within float32's epsilon of 1, so "
+        "h = 1 where Z and 1 - p are both tiny",
+        (COUPLED,),
+    ),
+    _m(
+        "residual-mass-linear-difference",
+        "BUGS#14",
+        "residual_mass.py",
+        "weight = tl.where(gap < 0, tl.exp2(log2_pb) * one_minus_exp2(gap), 0.0)",
+        "weight = tl.maximum(tl.exp2(log2_pb) - tl.exp2(log2_q), 0.0)",
+        "block pass 2 forms each (p b - q)_+ as a float32 difference of near-1 probabilities, which "
+        "cancels to 0 or an ulp of 1 where the residual is below float32's epsilon",
+        (COUPLED,),
+    ),
+    _m(
         "half-precision-statistics",
         "BUGS#14",
         "row_stats.py",
@@ -404,18 +424,6 @@ CATALOGUE: tuple[Mutant, ...] = (
         "never the first max block (a real block of the row has a lower index and a max >= -inf); "
         "row_log_sum is bit-identical for every row the kernels store or read (rows past k differ and "
         "are discarded)",
-    ),
-    _m(
-        "residual-mass-mask-dropped",
-        "generic:dropped-mask",
-        "residual_mass.py",
-        "weight = tl.where(live, weight, 0.0)",
-        "weight = weight",
-        "residual-mass lanes outside the vocabulary / of greedy rows not zeroed",
-        equivalent="a lane is not live only when it is past V or the row is greedy; both loads use "
-        "mask=live, other=-inf, so xt = xd = -inf there, exp(log p + log b) = exp(log q) = 0 "
-        "and max(0 - 0, 0) = 0 already: the where() never changes a value (row statistics are "
-        "finite for greedy rows, so no NaN arises)",
     ),
 )
 

@@ -33,7 +33,7 @@ import triton.language as tl
 
 from kernels import tuning
 from kernels.deep_tails import CLAIMED, DEEP_BLOCK, deep_tail_race, is_deep
-from kernels.fastmath import LOG2E, log1p
+from kernels.fastmath import LOG2E, log1p, one_minus_exp2
 from kernels.randomness import ACCEPT_STREAM, philox_uniform
 from kernels.row_stats import inverse_temperature, log_prob, request_span
 
@@ -177,12 +177,13 @@ def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids
             lb_s = _pick(log_b, rows, s)
             logp_before = tl.where(rows == s, log_p, logp_before)
             if DECIDE:
-                p = tl.exp(log_p)
+                # 1 - p and 1 - b(x) from their logs: both can lie below float32's epsilon.
+                one_minus_p = one_minus_exp2(log_p * LOG2E)
                 if HAS_DRAFT:
                     mass = _pick(z, rows, s)  # Z_{s+1}
                 else:
-                    mass = p * (1.0 - tl.exp(lb_s))
-                denominator = mass + (1.0 - p)
+                    mass = tl.exp(log_p) * one_minus_exp2(lb_s * LOG2E)
+                denominator = mass + one_minus_p
                 h = tl.where(denominator > 0, mass / tl.where(denominator > 0, denominator, 1.0), 1.0)
                 eta = _pick(u, rows, s - 1)
                 block_tau = tl.where((s >= 1) & (eta <= h), s, block_tau)

@@ -1,9 +1,10 @@
 """Block verification pass 2 (draft logits present): residual masses ``Z_{i+1}`` per draft slot.
 
 ``Z_{i+1} = sum_v (p_i * b_{i+1}(v) - q_{i+1}(v))_+`` over target row ``i`` and draft row ``i`` of the
-request, with ``log p_i`` from the decide kernel's ``COMBINE`` stage. One program per (draft row,
-vocab block) writes a partial sum; the decide kernel's ``DECIDE`` stage adds the partials. Greedy
-requests write 0 and read nothing.
+request, with ``log p_i`` from the decide kernel's ``COMBINE`` stage. Each term is formed from the logs
+of its two sides, so it keeps float32 relative precision even when they agree to within float32's
+epsilon (near-one-hot rows). One program per (draft row, vocab block) writes a partial sum; the
+decide kernel's ``DECIDE`` stage adds the partials. Greedy requests write 0 and read nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import kernels._device  # noqa: F401
 import triton.language as tl
 
 from kernels import tuning
-from kernels.row_stats import inverse_temperature, log_prob
+from kernels.fastmath import LOG2E, one_minus_exp2
+from kernels.residual_sample import log2_prob
+from kernels.row_stats import inverse_temperature
 
 
 @tuning.launch_jit(
@@ -37,12 +40,15 @@ def _residual_mass_kernel(target_ptr, draft_ptr, target_stride, draft_stride, cu
     live = tl.where(temperature > 0, cols < vocab_size, False)  # (vector & scalar breaks the interpreter)
     xt = tl.load(target_ptr + target_row.to(tl.int64) * target_stride + cols, mask=live,
                  other=float("-inf")).to(tl.float32)
-    log_b = log_prob(xt, tl.load(row_max_ptr + target_row), inv_t, tl.load(row_log_sum_ptr + target_row))
+    log2_b = log2_prob(xt, tl.load(row_max_ptr + target_row), inv_t, tl.load(row_log_sum_ptr + target_row))
+    log2_pb = tl.load(logp_before_ptr + draft_row) * LOG2E + log2_b
     q_row = num_target_rows + draft_row
-    log_q = log_prob(xd, tl.load(row_max_ptr + q_row), inv_t, tl.load(row_log_sum_ptr + q_row))
-    log_p = tl.load(logp_before_ptr + draft_row)
-    weight = tl.maximum(tl.exp(log_p + log_b) - tl.exp(log_q), 0.0)
-    weight = tl.where(live, weight, 0.0)
+    log2_q = log2_prob(xd, tl.load(row_max_ptr + q_row), inv_t, tl.load(row_log_sum_ptr + q_row))
+    # 2^a (1 - 2^(log2 q - a)), not 2^a - 2^log2 q: near-equal p b and q (near-one-hot rows whose
+    # residual and 1 - p are below float32's epsilon) must not cancel to 0 or to an ulp of 1.
+    # Lanes that are not live read -inf on the target side, so their gap is +inf or NaN: weight 0.
+    gap = log2_q - log2_pb
+    weight = tl.where(gap < 0, tl.exp2(log2_pb) * one_minus_exp2(gap), 0.0)
     tl.store(z_part_ptr + draft_row * num_vblocks + vblock, tl.sum(weight, axis=0))
 
 

@@ -28,14 +28,11 @@ import triton
 import triton.language as tl
 
 from kernels import tuning
-from kernels.fastmath import LN2, LOG2E, fast_log2
+from kernels.fastmath import LOG2E, fast_log2, one_minus_exp2
 from kernels.randomness import SAMPLE_STREAM, log2_exponential_from_uniform, sampling_uniforms_block
 from kernels.row_stats import inverse_temperature, log_prob, request_span
 
 NEG_INF = tl.constexpr(float("-inf"))
-ONE_SIXTH = tl.constexpr(1.0 / 6.0)
-ONE_24TH = tl.constexpr(1.0 / 24.0)
-ONE_120TH = tl.constexpr(1.0 / 120.0)
 
 
 @triton.jit
@@ -54,16 +51,12 @@ def log2_positive_part(a, log_q):
     """``log2 (2^a - 2^log_q)_+`` (``-inf`` where ``log_q >= a`` or either is NaN), all in log2 units.
 
     ``a + log2(1 - 2^gap)`` with ``gap`` the excess of ``log_q`` over ``a``; for ``gap > -1/8`` the
-    factor ``1 - 2^gap`` comes from the ``expm1`` series (5 terms, relative error < 1e-8), so
+    factor ``1 - 2^gap`` comes from the ``expm1`` series (``kernels.fastmath.one_minus_exp2``), so
     near-equal ``p b`` and ``q`` keep the resolution their float32 inputs carry, and tiny residuals
     never cancel to 0 in ``2^a``.
     """
     gap = log_q - a
-    below = tl.minimum(gap, 0.0)
-    z = below * LN2
-    near = -z * (1.0 + z * (0.5 + z * (ONE_SIXTH + z * (ONE_24TH + z * ONE_120TH))))
-    one_minus = tl.where(gap > -0.125, near, 1.0 - tl.exp2(below))
-    return tl.where(gap < 0, a + fast_log2(one_minus), NEG_INF)
+    return tl.where(gap < 0, a + fast_log2(one_minus_exp2(gap)), NEG_INF)
 
 
 @triton.jit

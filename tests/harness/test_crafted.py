@@ -22,7 +22,7 @@ def test_high_eta_seed_is_within_1e3_of_one():
 def test_block_residual_seeds_exist_and_cases_build():
     assert len(crafted.block_residual_seeds()) == 2
     cases = crafted.crafted_cases({"token", "block"})
-    assert [c.method for c in cases] == ["block", "token", "token", "token", "token", "block", "block"]
+    assert [c.method for c in cases] == ["block"] + ["token"] * 4 + ["block"] * 3
     assert not crafted.crafted_cases(())
     assert all(c.label.startswith("crafted:") for c in cases)
 
@@ -85,3 +85,23 @@ def test_ulp_mode_case_emits_the_mode_and_rounding_would_not():
     with np.errstate(divide="ignore"):
         rounded_weights = np.log(np.array([1.0, 0, 2.6, 0, 0, 0, 0, 0]) * 2.0**-23)
     assert np.all(np.argmax(rounded_weights - np.log(exponentials), axis=1) == 2)
+
+
+def test_near_one_block_case_decides_within_float32_epsilon_of_p_equal_one():
+    """h_1 = 0.503 while float32 rounds p_1 to 1: three seeds stop at tau = 0 (token 1) with
+    eta_1 - h_1 in (0.1, 0.3), below the h_1 >= 0.8 of a Z rounded to 2^-24 and of 1 - p rounded
+    to 0; two accept x_1 with h_1 - eta_1 in (0.1, 0.3), above the h_1 = 0 of a Z rounded to 0."""
+    from harness.cases import build_batch
+    from harness.oracle import reference_draws, run_reference
+
+    batch = build_batch(crafted.near_one_block_case())
+    result = run_reference(batch, *reference_draws(batch))
+    assert result.num_emitted.tolist() == [1, 1, 1, 2, 2]
+    assert result.output_token_ids[:, :2].tolist() == [[1, -1]] * 3 + [[0, 0]] * 2
+    margins = result.accept_margins.reshape(5, 2)
+    assert np.all((margins[:3, 0] > 0.1) & (margins[:3, 0] < 0.3))
+    assert np.all((margins[3:, 0] < -0.1) & (margins[3:, 0] > -0.3))
+    assert np.all(margins[:, 1] > 0.05)  # eta_2 > p_2 = e^-10: never accepts x_2
+    p_1 = 1.0 / (1.0 + np.exp(-18.021826))
+    assert np.float32(p_1) == np.float32(1.0) and 1.0 - p_1 > 1e-8  # the float32 trap
+    assert 1.0 - p_1 < 2.0**-25  # below half an ulp of 1: float32 (1 - p) - 0 cannot hold it
