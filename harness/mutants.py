@@ -252,8 +252,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "tiny-temperature-cancellation",
         "BUGS#13",
         "row_stats.py",
-        "e = tl.exp2((x - block_max) * exp2_scale)",
-        "e = tl.exp2(x * exp2_scale - block_max * exp2_scale)",
+        "block_sum = tl.sum(tl.exp2((x - block_max) * exp2_scale), axis=0)",
+        "block_sum = tl.sum(tl.exp2(x * exp2_scale - block_max * exp2_scale), axis=0)",
         "logits scaled before subtracting the max: catastrophic cancellation at T = 1e-8",
         (COUPLED, SHIFT),
     ),
@@ -261,8 +261,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "tail-swallowed-by-max",
         "BUGS#13",
         "row_stats.py",
-        "block_tail = tl.where(block_sum < 2.0, tail_without_max, block_sum - 1.0)",
-        "block_tail = block_sum - 1.0",
+        "    if block_sum < 2.0:",
+        "    if block_sum < 0.0:",
         "a block's tail is taken as (sum - 1), so the max's 1 swallows tails below float32's epsilon: "
         "at a mode shared by near-one-hot target and draft rows the residual (their tail difference) "
         "vanishes and the correction goes to the wrong token",
