@@ -41,6 +41,10 @@ def parse_args(argv=None):
     p.add_argument("--skip-memory", action="store_true")
     p.add_argument("--stages", action="store_true", help="also time each launch of the pipeline")
     p.add_argument("--sweep", action="store_true", help="only sweep pass-1 / race block sizes and warps")
+    p.add_argument("--logit-scale", type=float, default=1.0,
+                   help="multiply the standard-normal logits (e.g. 30: near-one-hot vocabulary blocks)")
+    p.add_argument("--registers", action="store_true",
+                   help="end with the registers and spills of every compiled kernel variant")
     args = p.parse_args(argv)
     if args.quick:
         args.requests, args.draft_lens, args.vocabs = [1, 128, 512], [1, 8], [32000, 262144]
@@ -57,11 +61,14 @@ def copy_bandwidth() -> float:
     return 2 * 2**31 / (ms * 1e-3)
 
 
-def make_inputs(reqs, k, vocab, dtype, with_draft, gen):
-    """Standard-normal logits (draft ids uniform, temperatures in [0.5, 1.5)) on ``gen``'s device."""
+def make_inputs(reqs, k, vocab, dtype, with_draft, gen, scale=1.0):
+    """Standard-normal logits times ``scale`` (draft ids uniform, temperatures in [0.5, 1.5)) on
+    ``gen``'s device."""
     dev = gen.device
-    target = torch.randn(reqs * (k + 1), vocab, device=dev, generator=gen, dtype=torch.float32).to(dtype)
-    draft = torch.randn(reqs * k, vocab, device=dev, generator=gen).to(dtype) if with_draft else None
+    target = (torch.randn(reqs * (k + 1), vocab, device=dev, generator=gen) * scale).to(dtype)
+    draft = None
+    if with_draft:
+        draft = (torch.randn(reqs * k, vocab, device=dev, generator=gen) * scale).to(dtype)
     return dict(
         target_logits=target, draft_logits=draft,
         draft_token_ids=torch.randint(0, vocab, (reqs * k,), device=dev, generator=gen),
@@ -89,7 +96,7 @@ def bench_one(args, reqs, k, vocab, dtype_name, method, draft_kind, copy_bw, gen
     import triton.testing
 
     dtype = DTYPES[dtype_name]
-    batch = make_inputs(reqs, k, vocab, dtype, draft_kind == "logits", gen)
+    batch = make_inputs(reqs, k, vocab, dtype, draft_kind == "logits", gen, args.logit_scale)
     names = ["target_logits", "draft_logits", "draft_token_ids", "cu_num_draft_tokens", "temperature",
              "seeds", "positions"]
     call_args = [batch[n] for n in names]
@@ -303,6 +310,20 @@ def main(argv=None):
     summarise(rows)
     if not args.skip_memory:
         peak_memory(copy_bw)
+    if args.registers:
+        print_registers()
+
+
+def print_registers():
+    """Registers and spills of every kernel variant compiled in this process."""
+    from kernels import decide, residual_mass, residual_sample, row_stats
+
+    launchers = {"pass 1": row_stats._row_stats_kernel, "pass 2": residual_mass._residual_mass_kernel,
+                 "decide": decide._decide_kernel, "race": residual_sample._race_blocks_kernel}
+    for name, launcher in launchers.items():
+        for device_cache in getattr(launcher.fn, "device_caches", {}).values():
+            for compiled in device_cache[0].values():
+                print(f"{name} kernel variant: {compiled.n_regs} registers, {compiled.n_spills} spills")
 
 
 if __name__ == "__main__":
