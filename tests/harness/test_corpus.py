@@ -116,6 +116,24 @@ def test_replay_cli_fails_on_a_broken_kernel(tmp_path):
     assert good.returncode == 0, good.stdout + good.stderr
 
 
+def test_replay_cli_reports_the_ledger_mark(tmp_path):
+    """The ledger of known failures (no entry carries the mark since the block-h fix): a marked entry
+    keeps its mark through the file format; a failing replay names it, a passing one says to remove it."""
+    entry = next(e for e in degenerate_seeds() if e.name == "degenerate-k0-all-requests")
+    entry.case.draft_lens = [2, 0, 1]  # what PaddingDriftKernel gets wrong (the test above)
+    entry.case.temperatures = [1.0, 0.0, 1.0]
+    entry.known_failure = "test: a mark on an entry that passes"
+    path = write_entry(entry, tmp_path)
+    assert load_entry(path).known_failure == entry.known_failure
+    args = [sys.executable, "-m", "harness", "replay", str(path), "--seed", "0"]
+    broken = subprocess.run(args + ["--kernel", "tests.harness.test_fuzz:PaddingDriftKernel"], cwd=REPO,
+                            capture_output=True, text=True, timeout=300)
+    assert broken.returncode == 1 and "(known failure: test: a mark" in broken.stdout, broken.stdout
+    good = subprocess.run(args + ["--kernel", "harness.adapters.reference_kernel:kernel"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert good.returncode == 0 and "marked known_failure: remove the mark" in good.stdout, good.stdout
+
+
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 @pytest.mark.interpreter
 def test_corpus_replays_clean_on_our_kernels(path):
