@@ -102,7 +102,7 @@ def stacked_row(target_ptr, draft_ptr, target_stride, draft_stride, row, num_tar
                    small_pointers=("row_scale_ptr", "blk_max_ptr", "blk_tail_ptr", "blk_arg_ptr"))
 def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr,
                       blk_max_ptr, blk_tail_ptr, blk_arg_ptr, num_target_rows, vocab_size, num_vblocks,
-                      BLOCK_V: tl.constexpr):
+                      BLOCK_V: tl.constexpr, PAIR_TAIL: tl.constexpr):
     row = tl.program_id(0)
     vblock = tl.program_id(1)
     row_ptr = stacked_row(target_ptr, draft_ptr, target_stride, draft_stride, row, num_target_rows)
@@ -115,18 +115,22 @@ def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_sc
     exp2_scale = tl.where(greedy, 1.0, scale) * LOG2E
 
     block_max = tl.max(x, axis=0)
-    block_sum = tl.sum(tl.exp2((x - block_max) * exp2_scale), axis=0)
     # Every lane at the max adds exactly 1. With several such lanes, or a tail >= 1, the tail is
     # ``block_sum - 1`` to float32 rounding. Otherwise the one max's 1 would swallow a tail below
-    # float32's epsilon (a near-one-hot block at a small temperature), so the other lanes are summed
-    # again without it: a branch the whole program takes or skips (bf16 pass 1 is issue-bound, and
-    # the second sum on every block cost 3 of its ~14 instructions per element).
-    block_tail = block_sum - 1.0
-    if block_sum < 2.0:
-        # The same values bit for bit ((m - x)(-s) == (x - m)s), spelled so that the compiler
-        # recomputes them here instead of keeping all of them live across the branch.
-        e = tl.exp2((block_max - x) * (-exp2_scale))
-        block_tail = tl.sum(tl.where(x == block_max, 0.0, e), axis=0)
+    # float32's epsilon (a near-one-hot block at a small temperature), so the other lanes are also
+    # summed without it (``tuning.pass1_pair_tail``: on every block, or in a branch).
+    if PAIR_TAIL:
+        e = tl.exp2((x - block_max) * exp2_scale)
+        block_sum, tail_without_max = tl.reduce((e, tl.where(x == block_max, 0.0, e)), 0, _add_pairs)
+        block_tail = tl.where(block_sum < 2.0, tail_without_max, block_sum - 1.0)
+    else:
+        block_sum = tl.sum(tl.exp2((x - block_max) * exp2_scale), axis=0)
+        block_tail = block_sum - 1.0
+        if block_sum < 2.0:
+            # The same values bit for bit ((m - x)(-s) == (x - m)s), spelled so that the compiler
+            # recomputes them here instead of keeping all of them live across the branch.
+            e = tl.exp2((block_max - x) * (-exp2_scale))
+            block_tail = tl.sum(tl.where(x == block_max, 0.0, e), axis=0)
     block_tail = tl.where(block_max == float("-inf"), -1.0, block_tail)
     out = row * num_vblocks + vblock
     tl.store(blk_max_ptr + out, block_max)
@@ -154,5 +158,6 @@ def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs,
     _row_stats_kernel[grid](
         target_logits, draft, target_logits.stride(0), draft.stride(0), ws.row_scale,
         ws.blk_max, ws.blk_tail, ws.blk_arg, num_target_rows, vocab_size, ws.num_vblocks,
-        BLOCK_V=block_v, num_warps=tuning.stats_warps(block_v), variant=variant,
+        BLOCK_V=block_v, PAIR_TAIL=tuning.pass1_pair_tail(), num_warps=tuning.stats_warps(block_v),
+        variant=variant,
     )

@@ -2,7 +2,8 @@
 
 Results do not depend on them beyond float32 ties (randomness is keyed by vocabulary index, never by
 block). ``SPECFUZZ_BLOCK_V``, ``SPECFUZZ_STATS_WARPS`` and ``SPECFUZZ_RACE_WARPS`` override them;
-they are read once (``refresh()`` re-reads them).
+``SPECFUZZ_PASS1_TAIL`` picks how pass 1 keeps a near-one-hot block's tail (``branch``, the default,
+or ``pair``: see ``pass1_pair_tail``). They are read once (``refresh()`` re-reads them).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class Knobs:
     stats_warps: int
     race_warps: int
     overlap: bool
+    pass1_tail: str
 
 
 _knobs: Knobs | None = None
@@ -31,13 +33,17 @@ def refresh() -> Knobs:
     global _knobs
     interpreting = kernels._device.INTERPRETING
     env = os.environ
-    _knobs = Knobs(
+    knobs_read = Knobs(
         block_v=int(env.get("SPECFUZZ_BLOCK_V", 256 if interpreting else 8192)),
         race_block_v=int(env.get("SPECFUZZ_RACE_BLOCK_V", 256 if interpreting else 4096)),
         stats_warps=int(env.get("SPECFUZZ_STATS_WARPS", 8)),
         race_warps=int(env.get("SPECFUZZ_RACE_WARPS", 8)),
         overlap=env.get("SPECFUZZ_OVERLAP", "0") == "1",
+        pass1_tail=env.get("SPECFUZZ_PASS1_TAIL", "branch"),
     )
+    if knobs_read.pass1_tail not in PASS1_TAILS:
+        raise ValueError(f"SPECFUZZ_PASS1_TAIL={knobs_read.pass1_tail!r}: expected one of {PASS1_TAILS}")
+    _knobs = knobs_read
     return _knobs
 
 
@@ -80,6 +86,22 @@ def race_warps(block: int = 1 << 30) -> int:
 # caller's stream. Off by default until it has been measured on the H200 (docs/kernels.md).
 OVERLAP_PARTS = 4
 OVERLAP_MIN_PART = 32
+
+
+PASS1_TAILS = ("branch", "pair")
+
+
+def pass1_pair_tail() -> bool:
+    """How pass 1 sums a block's tail without its max's 1 (kept when the block sum is below 2).
+
+    ``branch`` (default): one sum; a branch the whole program takes re-sums the block's lanes off the
+    max when its sum is below 2. ``pair``: the sum and the sum off the max on every block (v6).
+    H200, 512 x 8 x 262144 bf16 pass 1 (docs/kernels.md, v7): branch 1195 us on standard-normal logits
+    and 1654 us when every block is near one-hot (logits x 30); pair 1301-1322 us on both. Branch is
+    slower once about a quarter of the blocks are near one-hot (for Gaussian logits: std / T above
+    ~4), so ``pair`` suits traffic dominated by low temperatures. Results agree to float32 rounding.
+    """
+    return knobs().pass1_tail == "pair"
 
 
 def overlap() -> bool:
