@@ -33,10 +33,10 @@ def test_coupled_large_vocab(vocab, dtype):
     assert tally.ties <= 0.05 * tally.requests
 
 
-def test_coupled_with_overlapped_parts(monkeypatch):
+def test_coupled_with_overlapped_parts(tuning_env):
     """96 requests with SPECFUZZ_OVERLAP=1: the chunk is split into parts raced on a side stream."""
     pytest.importorskip("reference.verify")
-    monkeypatch.setenv("SPECFUZZ_OVERLAP", "1")
+    tuning_env("SPECFUZZ_OVERLAP", "1")
     tally = Agreement()
     for i, method in enumerate(("token", "block")):
         batch = make_batch(500 + i, num_reqs=96, max_k=4, vocab=32000, dtype=torch.bfloat16, device="cuda")
@@ -48,8 +48,8 @@ def test_coupled_with_overlapped_parts(monkeypatch):
 
 @pytest.mark.parametrize("overlap", ["0", "1"])
 @pytest.mark.parametrize("method", ["token", "block"])
-def test_chunked_equals_unchunked_large(method, overlap, monkeypatch):
-    monkeypatch.setenv("SPECFUZZ_OVERLAP", overlap)
+def test_chunked_equals_unchunked_large(method, overlap, tuning_env):
+    tuning_env("SPECFUZZ_OVERLAP", overlap)
     batch = make_batch(99, num_reqs=64, max_k=16, vocab=128256, dtype=torch.bfloat16, device="cuda")
     whole = run_kernel(batch, method, want_logprobs=True, max_chunk_bytes=None)
     rng = np.random.default_rng(99)
