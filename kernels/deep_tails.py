@@ -27,7 +27,8 @@ import triton.language as tl
 
 from kernels.fastmath import LOG2E, fast_log2
 from kernels.randomness import SAMPLE_STREAM, log2_exponential_from_uniform, sampling_uniforms_block
-from kernels.residual_sample import NEG_INF, _no_nan, log2_positive_part, log2_prob
+from kernels.residual_sample import NEG_INF, _no_nan, log2_positive_part
+from kernels.row_stats import log2_prob
 
 DEEP_TAIL = tl.constexpr(5.421010862427522e-20)  # 2^-64, bound on log1p(tail) of both rows
 CLAIMED = tl.constexpr(-(1 << 30))  # race counter of a request the decide kernel already emitted

@@ -14,8 +14,7 @@ import triton.language as tl
 
 from kernels import tuning
 from kernels.fastmath import LOG2E, one_minus_exp2
-from kernels.residual_sample import log2_prob
-from kernels.row_stats import inverse_temperature
+from kernels.row_stats import inverse_temperature, log2_prob
 
 
 @tuning.launch_jit(

@@ -30,7 +30,7 @@ import triton.language as tl
 from kernels import tuning
 from kernels.fastmath import LOG2E, fast_log2, one_minus_exp2
 from kernels.randomness import SAMPLE_STREAM, log2_exponential_from_uniform, sampling_uniforms_block
-from kernels.row_stats import inverse_temperature, log_prob, request_span
+from kernels.row_stats import inverse_temperature, log2_prob, log_prob, request_span
 
 NEG_INF = tl.constexpr(float("-inf"))
 
@@ -38,12 +38,6 @@ NEG_INF = tl.constexpr(float("-inf"))
 @triton.jit
 def _no_nan(score):
     return tl.where(score == score, score, NEG_INF)
-
-
-@triton.jit
-def log2_prob(x, row_max, inv_t, row_log_sum):
-    """``log2 softmax(row / T)`` at logits ``x`` (``log_prob`` in base 2: the race works in log2)."""
-    return (x - row_max) * (inv_t * LOG2E) - row_log_sum * LOG2E
 
 
 @triton.jit

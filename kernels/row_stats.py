@@ -22,8 +22,8 @@ import triton
 import triton.language as tl
 
 from kernels import tuning
+from kernels.fastmath import LOG2E
 
-LOG2E = tl.constexpr(1.4426950408889634)
 NEG_INF = tl.constexpr(float("-inf"))
 STREAM = tl.constexpr("evict_first")
 TABLE_BLOCK = 32  # rows of the row table one store covers
@@ -40,6 +40,12 @@ def inverse_temperature(temperature):
 def log_prob(x, row_max, inv_t, row_log_sum):
     """log softmax(row / T) at logits ``x``, from the row's raw max and log sum of exp."""
     return (x - row_max) * inv_t - row_log_sum
+
+
+@triton.jit
+def log2_prob(x, row_max, inv_t, row_log_sum):
+    """``log2 softmax(row / T)`` at logits ``x`` (``log_prob`` in base 2: the race works in log2)."""
+    return (x - row_max) * (inv_t * LOG2E) - row_log_sum * LOG2E
 
 
 @triton.jit
