@@ -221,11 +221,14 @@ def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids
             t_row_ptr = target_ptr + target_row.to(tl.int64) * target_stride
             q_row_ptr = draft_ptr + (draft_row0 + tau).to(tl.int64) * draft_stride
             shared_mode = tau < 0  # False, typed as the comparison below
-            if ~greedy & (tau < k) & is_deep(t_log_sum_tau, q_log_sum_tau):  # both modes are unique
-                shared_mode = (_row_mode(t_row_ptr, blk_max_ptr, target_row, num_vblocks, vocab_size,
-                                         t_max_tau, NVB, MODE_BLOCK)
-                               == _row_mode(q_row_ptr, blk_max_ptr, num_target_rows + draft_row0 + tau,
-                                            num_vblocks, vocab_size, q_max_tau, NVB, MODE_BLOCK))
+            if ~greedy & (tau < k) & is_deep(t_log_sum_tau, q_log_sum_tau):
+                # Deep tails (< 2^-64) mean each row's mode is unique (a second max lane would add 1),
+                # so the modes coincide iff the draft row holds its max at the target's mode.
+                t_mode = _row_mode(t_row_ptr, blk_max_ptr, target_row, num_vblocks, vocab_size, t_max_tau,
+                                   NVB, MODE_BLOCK)
+                in_row = t_mode < vocab_size
+                x_mode = tl.load(q_row_ptr + tl.where(in_row, t_mode, 0), mask=in_row, other=NEG_INF)
+                shared_mode = in_row & (x_mode.to(tl.float32) == q_max_tau)
             if shared_mode:
                 best, token = deep_tail_race(
                     target_ptr, draft_ptr, target_stride, draft_stride, target_row, draft_row0 + tau,
