@@ -1,13 +1,13 @@
-"""Cost of the race's deep-tail path (kernels/residual_sample.py) and the race kernel's registers.
+"""Cost of the deep-tail path (kernels/deep_tails.py, run by the decide kernel) and kernel registers.
 
     python bench/deep_tails.py [--requests 1 128 512] [--vocabs 32000 262144] [--rep 20]
 
 For each shape, three token batches with one draft per request, all rejected: ``plain`` (T = 1,
 Gaussian logits: no row is deep), ``split`` (T = 1e-6, target and draft near one-hot on different
-modes: deep rows, so the decide kernel looks up both modes, but no deep race) and ``deep`` (the same
+modes: deep rows, so the decide kernel looks up the target's mode, but no deep race) and ``deep`` (the same
 on a shared mode: every request takes the deep-tail race in the decide kernel). Prints the median
 time of a no-sync call (host ``draft_lengths``) with CUDA events, whether every deep request emitted
-the mode, and the registers and spills of every compiled race and decide kernel variant.
+the mode, and the registers and spills of every compiled kernel variant.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import kernels  # noqa: E402
-from kernels import decide, residual_sample  # noqa: E402
+from bench.bench_kernels import print_registers  # noqa: E402
 
 
 def batch(reqs: int, vocab: int, kind: str, dtype=torch.float32, seed: int = 0):
@@ -71,10 +71,7 @@ def main(argv=None) -> int:
                     emitted = bool(((ids[:, 0] == 0) & (num == 1)).all())
             print(f"{reqs:>5} {vocab:>7} {times['plain']:>9.1f} {times['split']:>9.1f} {times['deep']:>9.1f} "
                   f"{emitted!s:>16}", flush=True)
-    for name, launcher in (("race", residual_sample._race_blocks_kernel), ("decide", decide._decide_kernel)):
-        for device_cache in getattr(launcher.fn, "device_caches", {}).values():
-            for compiled in device_cache[0].values():
-                print(f"{name} kernel variant: {compiled.n_regs} registers, {compiled.n_spills} spills")
+    print_registers()
     return 0
 
 
