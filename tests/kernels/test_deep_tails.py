@@ -4,9 +4,10 @@ Found by ``harness check --profile gpu --seed 14`` (coupled_exactness, on the H2
 CPU): at T = 7e-7 a bf16 draft row had tail e^-435.6 and its target row e^-1110, both 0 in float32.
 The residual ``(b - q)_+`` is then ``t_q - t_b ~ e^-435.6`` on the shared mode and ~e^-1110 on the
 tokens where ``b > q``; kernels that form it from float32 tails see an empty mode and emit one of
-those. The deep-tail path (kernels/residual_sample.py) takes the mode's residual from log-domain
-tails. Every request here is decided by hundreds of nats, so any uniforms give the same answer; the
-same requests are a crafted case of the harness's coupled_exactness (``harness.crafted``).
+those. The deep-tail path (kernels/deep_tails.py, run by the decide kernel) takes the mode's
+residual from log-domain tails. Every request here is decided by hundreds of nats, so any uniforms
+give the same answer; the same requests are a crafted case of the harness's coupled_exactness
+(``harness.crafted``).
 """
 
 from __future__ import annotations
@@ -26,18 +27,25 @@ from tests.kernels._batches import (
 )
 
 
-def deep_tail_batch(seed: int) -> Batch:
-    """``harness.crafted``'s deep-tail requests (module docstring there) with seeded randomness."""
-    target, draft = deep_tail_logits()
+def _one_draft_batch(target, draft, draft_ids, seed: int) -> Batch:
+    """Requests of one draft each (``target`` holds two rows per request) at ``DEEP_TEMPERATURE``,
+    with seeded randomness."""
+    reqs = len(draft_ids)
     rng = np.random.default_rng(seed)
     as_t = lambda a, dt: torch.tensor(np.asarray(a), dtype=dt).to(DEVICE)
     return Batch(
         seed=seed, target_logits=as_t(target, torch.float32), draft_logits=as_t(draft, torch.float32),
-        draft_token_ids=as_t([1, 1, 1], torch.int64), cu_num_draft_tokens=as_t([0, 1, 2, 3], torch.int32),
-        temperature=as_t([DEEP_TEMPERATURE] * 3, torch.float32),
-        seeds=as_t(rng.integers(0, 2**62, 3), torch.int64),
-        positions=as_t(rng.integers(0, 2**40, 3), torch.int64),
-        lengths=[1, 1, 1])
+        draft_token_ids=as_t(draft_ids, torch.int64), cu_num_draft_tokens=as_t(range(reqs + 1), torch.int32),
+        temperature=as_t([DEEP_TEMPERATURE] * reqs, torch.float32),
+        seeds=as_t(rng.integers(0, 2**62, reqs), torch.int64),
+        positions=as_t(rng.integers(0, 2**40, reqs), torch.int64),
+        lengths=[1] * reqs)
+
+
+def deep_tail_batch(seed: int) -> Batch:
+    """``harness.crafted``'s deep-tail requests (module docstring there) with seeded randomness."""
+    target, draft = deep_tail_logits()
+    return _one_draft_batch(target, draft, [1, 1, 1], seed)
 
 
 @pytest.mark.interpreter
@@ -68,24 +76,15 @@ def _embedded(rows: np.ndarray, vocab: int, offset: int) -> np.ndarray:
 def test_deep_tails_away_from_the_first_block_and_split_modes(method):
     """The crafted rows moved to columns 700..707 of V = 1000 (the interpreter's pass-1 blocks are
     256 wide, so the mode sits in block 2 among masked lanes), plus a request whose deep rows have
-    DIFFERENT modes (target 700, draft 702, draft token 702): the decide kernel must find each row's
-    mode in its max block and leave the split request to the ordinary race, which emits 700."""
+    DIFFERENT modes (target 700, draft 702, draft token 702): the decide kernel must find the
+    target's mode in its max block and leave the split request to the ordinary race, which emits 700."""
     target, draft = deep_tail_logits()
     split_target, split_draft = target[:2], draft[:1].copy()
     split_draft[0, [0, 2]] = split_draft[0, [2, 0]]
     vocab, offset = 1000, 700
     target = _embedded(np.concatenate([target, split_target]), vocab, offset)
     draft = _embedded(np.concatenate([draft, split_draft]), vocab, offset)
-    rng = np.random.default_rng(11)
-    as_t = lambda a, dt: torch.tensor(np.asarray(a), dtype=dt).to(DEVICE)
-    batch = Batch(
-        seed=11, target_logits=as_t(target, torch.float32), draft_logits=as_t(draft, torch.float32),
-        draft_token_ids=as_t([offset + 1] * 3 + [offset + 2], torch.int64),
-        cu_num_draft_tokens=as_t([0, 1, 2, 3, 4], torch.int32),
-        temperature=as_t([DEEP_TEMPERATURE] * 4, torch.float32),
-        seeds=as_t(rng.integers(0, 2**62, 4), torch.int64),
-        positions=as_t(rng.integers(0, 2**40, 4), torch.int64),
-        lengths=[1, 1, 1, 1])
+    batch = _one_draft_batch(target, draft, [offset + 1] * 3 + [offset + 2], 11)
     ref = reference_result(batch, method, want_logprobs=True)
     assert ref.output_token_ids[[0, 1, 3], 0].tolist() == [offset] * 3
     out = run_kernel(batch, method, want_logprobs=True)

@@ -13,7 +13,7 @@ import triton.language as tl
 
 import kernels._device
 from kernels.deep_tails import shared_mode_log2_residual
-from kernels.fastmath import log1p
+from kernels.fastmath import log1p, one_minus_exp2
 from kernels.residual_sample import log2_positive_part
 
 SEED = 20261130
@@ -119,6 +119,37 @@ def test_tails_catch_log_of_one_plus_t():
     want = np.log1p(t.astype(np.float64))
     finite = np.isfinite(want) & (want != 0)
     assert not np.all(np.abs(naive[finite] - want[finite]) / np.abs(want[finite]) < 1e-6)
+
+
+@triton.jit
+def _one_minus_exp2_kernel(g_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, one_minus_exp2(tl.load(g_ptr + offs, mask=mask, other=0.0)), mask=mask)
+
+
+def _log2_probabilities():
+    """``log2 p`` of probabilities from far inside float32's epsilon of 1 (``-1e-30``) to tiny
+    (``-120``), around the series switch at ``-1/8``, plus ``0`` and ``-inf``."""
+    g = np.concatenate([-np.logspace(-30, np.log10(120.0), 3000), [0.0, -np.inf, -0.125, -0.12499, -0.12501]])
+    return g.astype(np.float32)
+
+
+def test_one_minus_exp2_is_relative_to_its_value():
+    """``1 - 2^g`` (block verification's ``1 - p`` and pass 2's cancelling terms) to 1e-5 relative
+    (the GPU's ``ex2.approx`` sets the bound below the series switch), 1 at ``-inf``, 0 at 0. The
+    plain ``1 - 2^g`` fails it: it is 0 for every ``p`` within float32's epsilon of 1."""
+    g = _log2_probabilities()
+    dev = kernels._device.default_device()
+    out = torch.empty(g.size, dtype=torch.float32, device=dev)
+    _one_minus_exp2_kernel[(triton.cdiv(g.size, 1024),)](torch.from_numpy(g).to(dev), out, g.size, BLOCK=1024)
+    got, want = out.cpu().numpy().astype(np.float64), -np.expm1(g.astype(np.float64) * np.log(2.0))
+    assert got[g == -np.inf].tolist() == [1.0] and got[g == 0].tolist() == [0.0]
+    inner = (g < 0) & np.isfinite(g)
+    rel = np.abs(got[inner] - want[inner]) / want[inner]
+    assert rel.max() < 1e-5, f"worst relative error {rel.max():.3g} at g = {g[inner][rel.argmax()]:.3g}"
+    naive = (np.float32(1.0) - np.exp2(g[inner])).astype(np.float64)
+    assert not np.all(np.abs(naive - want[inner]) / want[inner] < 1e-5)
 
 
 @triton.jit
