@@ -16,6 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from kernels.launch import current_raw_stream, device_index
+
 # float32/int32 words the workspace holds, per unit (see Workspace.allocate).
 _WORDS_PER_ROW_BLOCK = 3  # blk_max, blk_tail, blk_arg, for every target and draft row
 _WORDS_PER_ROW = 5  # row_max, row_log_sum, row_arg, row_scale, row_req
@@ -128,7 +130,7 @@ def reusable_workspace(sizes: tuple[int, int, int, int, int], device: torch.devi
     if device.type == "cuda":
         if torch.cuda.is_current_stream_capturing():
             return Workspace.allocate(*sizes, device)
-        where = (device, torch.cuda.current_stream(device).cuda_stream)
+        where = (device, current_raw_stream(device_index(device)))
     else:
         where = (device, None)
     kept = getattr(_reuse, "entries", None)

@@ -72,8 +72,31 @@ _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Trito
 _GET_DEVICE = getattr(torch._C, "_cuda_getDevice", None)  # torch.cuda.current_device() minus its init check
 
 
-def _current_raw_stream(device: int) -> int:
+def current_raw_stream(device: int) -> int:
     return _RAW_STREAM(device) if _RAW_STREAM is not None else torch.cuda.current_stream(device).cuda_stream
+
+
+def device_index(device: torch.device) -> int:
+    """The CUDA device's index (the current device for a bare ``torch.device("cuda")``)."""
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+_STREAMS: dict = {}
+
+
+def current_stream(device_index: int) -> torch.cuda.Stream:
+    """``torch.cuda.current_stream(device)`` for a few hundred nanoseconds instead of ~5 us (H200 host):
+    the Stream objects are kept per raw stream handle. Torch never frees the streams of its pools, and
+    a handle torch hands out again after an external stream died is looked up anew (the object only
+    names the stream, so a kept one for a live handle synchronises that stream)."""
+    raw = current_raw_stream(device_index)
+    stream = _STREAMS.get((device_index, raw))
+    if stream is None:
+        stream = torch.cuda.current_stream(device_index)
+        if len(_STREAMS) > 64:  # streams created and dropped in a loop: forget them
+            _STREAMS.clear()
+        _STREAMS[(device_index, raw)] = stream
+    return stream
 
 
 def _current_device() -> int:
@@ -131,6 +154,6 @@ class FastLaunch:
         dims = len(grid)
         # launch metadata, enter hook, exit hook: none set
         compiled.run(grid[0], grid[1] if dims > 1 else 1, grid[2] if dims > 2 else 1,
-                     _current_raw_stream(device), compiled.function, compiled.packed_metadata,
+                     current_raw_stream(device), compiled.function, compiled.packed_metadata,
                      None, None, None, *args, *constexprs)
         return compiled

@@ -25,6 +25,7 @@ import triton
 import triton.language as tl
 
 from kernels import tuning
+from kernels.launch import current_stream, device_index
 from kernels.row_stats import TABLE_BLOCK, write_row_table
 
 LOGIT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -183,11 +184,16 @@ class CheckedValues(NamedTuple):
 
 
 _buffers = threading.local()
+# Whether the summary kernel may store straight into pinned host memory (CUDA maps pinned memory
+# into the device's address space under unified addressing); cleared, and a copy used instead, if the
+# launcher refuses the host pointer.
+_ZERO_COPY = [True]
 
 
 def _summary_buffers(device: torch.device, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """This thread's (device, host) summary buffers, grown to ``size`` words. The host one is pinned
-    so the copy is a plain DMA. Reuse is safe: a call reads its summary before it returns."""
+    """This thread's (device, host) summary buffers, grown to ``size`` words. The host one is pinned,
+    so the summary kernel can write it directly (or a copy is a plain DMA). Reuse is safe: a call reads
+    its summary before it returns."""
     kept = getattr(_buffers, "entries", None)
     if kept is None:
         kept = _buffers.entries = {}
@@ -201,7 +207,11 @@ def _summary_buffers(device: torch.device, size: int) -> tuple[torch.Tensor, tor
 
 
 class PendingCheck:
-    """A launched value summary whose copy to the host is in flight; :meth:`result` waits for it."""
+    """A launched value summary on its way to the host; :meth:`result` waits for it.
+
+    On CUDA the summary kernel stores into pinned host memory directly (mapped under unified
+    addressing), which saves the host a copy launch; where the launcher refuses a host pointer it
+    writes a device buffer and one copy follows."""
 
     def __init__(self, draft_token_ids, cu_num_draft_tokens, temperature, vocab_size: int,
                  want_lengths: bool, table=None):
@@ -213,17 +223,31 @@ class PendingCheck:
         device = cu_num_draft_tokens.device
         size = SUMMARY_SCALARS + (self.num_reqs + 1 if want_lengths else 0)
         on_device, self._host = _summary_buffers(device, size)
+        cuda = device.type == "cuda"
+        self._size = size
+        self._stream = current_stream(device_index(device)) if cuda else None
         write_table = table is not None and self.num_reqs > 0
         table_views = (table.row_scale, table.row_req, table.done) if write_table else (on_device,) * 3
-        _summarise_values_kernel[(self.num_reqs if write_table else 1,)](
-            cu_num_draft_tokens, draft_token_ids, temperature, on_device, *table_views, self.num_reqs,
-            self.num_drafts, BLOCK=1024, SCALARS=SUMMARY_SCALARS, COPY_CU=want_lengths,
-            WRITE_TABLE=write_table, TABLE_BLOCK=TABLE_BLOCK)
-        self._size = size
-        self._stream = None
-        if device.type == "cuda":
+
+        def summarise(out):
+            _summarise_values_kernel[(self.num_reqs if write_table else 1,)](
+                cu_num_draft_tokens, draft_token_ids, temperature, out, *table_views, self.num_reqs,
+                self.num_drafts, BLOCK=1024, SCALARS=SUMMARY_SCALARS, COPY_CU=want_lengths,
+                WRITE_TABLE=write_table, TABLE_BLOCK=TABLE_BLOCK,
+                variant=("summary", cu_num_draft_tokens.dtype, draft_token_ids.dtype,
+                         self.num_reqs + self.num_drafts < 2**31))
+
+        if cuda and _ZERO_COPY[0]:
+            try:
+                summarise(self._host)
+                return
+            except ValueError as error:  # the launcher refused the host pointer (no unified addressing)
+                if "cannot be accessed" not in str(error):
+                    raise
+                _ZERO_COPY[0] = False
+        summarise(on_device)
+        if cuda:
             self._host[:size].copy_(on_device[:size], non_blocking=True)
-            self._stream = torch.cuda.current_stream(device)
 
     def result(self) -> CheckedValues:
         """Waits for the summary, raises ``ValueError`` naming the argument on a bad value."""

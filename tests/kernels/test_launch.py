@@ -37,7 +37,7 @@ def test_reuses_the_compiled_kernel_per_specialisation(monkeypatch):
     monkeypatch.setattr(launch, "ENABLED", True)
     monkeypatch.setattr(kernels._device, "INTERPRETING", False)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(launch, "_current_raw_stream", lambda device: 1234)
+    monkeypatch.setattr(launch, "current_raw_stream", lambda device: 1234)
     monkeypatch.setattr(launch, "_hooks_set", lambda: False)
     jit = FakeJit()
     fast = launch.FastLaunch(jit)
@@ -87,7 +87,7 @@ def _fast_path(monkeypatch, check: bool):
     monkeypatch.setattr(launch, "CHECK_VARIANTS", check)
     monkeypatch.setattr(kernels._device, "INTERPRETING", False)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(launch, "_current_raw_stream", lambda device: 1234)
+    monkeypatch.setattr(launch, "current_raw_stream", lambda device: 1234)
     monkeypatch.setattr(launch, "_hooks_set", lambda: False)
 
 

@@ -1,0 +1,140 @@
+"""Where the default path's time goes (GPU machine): host and GPU timestamps of each step of one call.
+
+Usage: ``PYTHONPATH=. python3 bench/default_path_timeline.py [--shapes 1x8x32000 ...]``.
+
+Each call runs like ``triton.testing.do_bench`` runs it (an L2-clearing memset first, a start event
+after it). The driver's steps are wrapped so each records the host clock and a CUDA event when it
+returns: the checks, the value summary (launch and copy), the wait for it, every kernel launch. Per
+step it prints the median host time since the call began and the median GPU time since the start
+event; a GPU gap between two steps that the host times cover means the GPU waited for the host. The
+wrappers add ~2 us of host time per step (an event record), so absolute figures are a little high.
+Then it prints the uninstrumented event time of the default and no-sync paths for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import time
+
+import torch
+import triton.testing
+
+import kernels
+import kernels.driver as driver
+from bench.bench_kernels import make_inputs
+
+NAMES = ("target_logits", "draft_logits", "draft_token_ids", "cu_num_draft_tokens", "temperature", "seeds",
+         "positions")
+
+
+class Recorder:
+    def __init__(self):
+        self.marks: list[tuple[str, float, torch.cuda.Event]] = []
+
+    def mark(self, name: str) -> None:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        self.marks.append((name, time.perf_counter(), event))
+
+
+REC = Recorder()
+
+
+def wrapped(name, fn):
+    def inner(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        REC.mark(name)
+        return out
+    return inner
+
+
+class TimedPendingCheck(driver.PendingCheck):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        REC.mark("summary launched + copy queued")
+
+    def result(self):
+        out = super().result()
+        REC.mark("summary read (after sync)")
+        return out
+
+
+def instrument() -> None:
+    driver.check_metadata = wrapped("check_metadata", driver.check_metadata)
+    driver.PendingCheck = TimedPendingCheck
+    driver.launch_variant = wrapped("launch_variant", driver.launch_variant)
+    for name in ("launch_row_stats", "launch_decide", "launch_residual_mass", "launch_residual_sample"):
+        setattr(driver, name, wrapped(name, getattr(driver, name)))
+
+
+def timeline(call, calls: int) -> None:
+    cache = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
+    rows: dict[str, list[tuple[float, float]]] = {}
+    order: list[str] = []
+    for i in range(calls + 5):
+        cache.zero_()
+        REC.marks = []
+        t0 = time.perf_counter()
+        start = torch.cuda.Event(enable_timing=True)
+        start.record()
+        call()
+        REC.mark("returned")
+        torch.cuda.synchronize()
+        if i < 5:
+            continue
+        seen: dict[str, int] = {}
+        for name, t, event in REC.marks:
+            seen[name] = seen.get(name, 0) + 1
+            key = name if seen[name] == 1 else f"{name} #{seen[name]}"
+            if key not in rows:
+                rows[key] = []
+                order.append(key)
+            rows[key].append(((t - t0) * 1e6, start.elapsed_time(event) * 1e3))
+    print(f"  {'step':34s} {'host us':>9s} {'gpu us':>9s}")
+    for key in order:
+        host = statistics.median(h for h, _ in rows[key])
+        gpu = statistics.median(g for _, g in rows[key])
+        print(f"  {key:34s} {host:9.1f} {gpu:9.1f}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shapes", nargs="+", default=["1x1x32000", "1x8x32000", "1x1x262144", "1x8x262144",
+                                                   "512x8x262144"])
+    p.add_argument("--dtypes", nargs="+", default=["bf16", "fp32"])
+    p.add_argument("--methods", nargs="+", default=["token", "block"])
+    p.add_argument("--calls", type=int, default=40)
+    args = p.parse_args(argv)
+    dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32}
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    plain = {}
+    for shape in args.shapes:  # uninstrumented first
+        reqs, k, vocab = map(int, shape.split("x"))
+        for dtype in args.dtypes:
+            batch = make_inputs(reqs, k, vocab, dtypes[dtype], True, gen)
+            call_args = [batch[n] for n in NAMES]
+            for method in args.methods:
+                run = functools.partial(kernels.rejection_sample, *call_args, method=method)
+                nosync = functools.partial(run, draft_lengths=[k] * reqs)
+                run(), nosync()
+                plain[(shape, dtype, method)] = [
+                    1e3 * triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
+                    for fn in (run, nosync)]
+    print("default / no-sync path, CUDA events (do_bench, L2 cleared), us")
+    for (shape, dtype, method), (default, nosync) in plain.items():
+        print(f"  {shape:14s} {dtype:5s} {method:6s} default {default:8.1f}  no-sync {nosync:8.1f}")
+    instrument()
+    for shape in args.shapes:
+        reqs, k, vocab = map(int, shape.split("x"))
+        for dtype in args.dtypes:
+            batch = make_inputs(reqs, k, vocab, dtypes[dtype], True, gen)
+            call_args = [batch[n] for n in NAMES]
+            for method in args.methods:
+                print(f"{shape} {dtype} {method} (default path, instrumented)")
+                timeline(functools.partial(kernels.rejection_sample, *call_args, method=method), args.calls)
+
+
+if __name__ == "__main__":
+    main()
