@@ -90,6 +90,17 @@ def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_
 
 
 @triton.jit
+def widen(x):
+    """Logits as float32. bf16 is float32's upper half, so its bits are shifted into place: one
+    instruction per element, where ``.to(tl.float32)`` costs 1.5 (sm_90: PRMT + IMAD for the upper
+    element of each pair). Exact for every value, NaN and infinities included."""
+    if x.dtype == tl.bfloat16:
+        return (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    else:
+        return x.to(tl.float32)
+
+
+@triton.jit
 def _add_pairs(a, b, c, d):
     return a + c, b + d
 
@@ -115,7 +126,11 @@ def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_sc
     cols = vblock * BLOCK_V + tl.arange(0, BLOCK_V)
     # evict_first: each logit is read once here (the race re-reads one row per request, long after);
     # H200, 512 x 8 x 262144: bf16 1179 -> 1123 us, fp32 2084 -> 2011 us.
-    x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=NEG_INF, eviction_policy=STREAM).to(tl.float32)
+    # Blocks inside the row load without a mask (no -inf fill: ~0.5 instructions per bf16 element).
+    if (vblock + 1) * BLOCK_V <= vocab_size:
+        x = widen(tl.load(row_ptr + cols, eviction_policy=STREAM))
+    else:
+        x = widen(tl.load(row_ptr + cols, mask=cols < vocab_size, other=NEG_INF, eviction_policy=STREAM))
     scale = tl.load(row_scale_ptr + row)
     greedy = scale < 0
     exp2_scale = tl.where(greedy, 1.0, scale) * LOG2E
