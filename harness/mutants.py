@@ -37,9 +37,11 @@ def _m(name, bug_class, file, anchor, replacement, description, killers=(), fast
 COUPLED, STRUCT, INVAR = "coupled_exactness", "structural", "chunk_invariance"
 POINT, SHIFT = "point_mass_identity", "logit_shift"
 
-# pass 1's row load (kernels/row_stats.py), the anchor of three mutants
-_ROW_LOAD = ("x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=NEG_INF, eviction_policy=STREAM)"
-             ".to(tl.float32)")
+# pass 1's masked row load (kernels/row_stats.py: the last vocab block of a row), the anchor of two
+# mutants; blocks inside the row load without a mask
+_ROW_LOAD = "x = widen(tl.load(row_ptr + cols, mask=cols < vocab_size, other=NEG_INF, eviction_policy=STREAM))"
+# the line after pass 1's loads: what runs on every block's widened logits
+_AFTER_ROW_LOAD = "    scale = tl.load(row_scale_ptr + row)\n"
 
 CATALOGUE: tuple[Mutant, ...] = (
     # --- randomness (BUGS.md 1, 8, 20) ------------------------------------------------------------
@@ -321,8 +323,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "half-precision-statistics",
         "BUGS#14",
         "row_stats.py",
-        _ROW_LOAD,
-        _ROW_LOAD.replace(".to(tl.float32)", ".to(tl.float16).to(tl.float32)"),
+        _AFTER_ROW_LOAD,
+        "    x = x.to(tl.float16).to(tl.float32)\n" + _AFTER_ROW_LOAD,
         "row statistics computed from logits rounded to float16 (bf16/fp32 inputs lose precision)",
         (COUPLED, SHIFT),
     ),
