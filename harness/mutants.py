@@ -39,7 +39,8 @@ POINT, SHIFT = "point_mass_identity", "logit_shift"
 
 # pass 1's masked row load (kernels/row_stats.py: the last vocab block of a row), the anchor of two
 # mutants; blocks inside the row load without a mask
-_ROW_LOAD = "x = widen(tl.load(row_ptr + cols, mask=cols < vocab_size, other=NEG_INF, eviction_policy=STREAM))"
+_ROW_LOAD = ("x = widen(tl.load(row_ptr + cols, mask=cols < vocab_size, other=NEG_INF, "
+             "eviction_policy=STREAM))")
 # the line after pass 1's loads: what runs on every block's widened logits
 _AFTER_ROW_LOAD = "    scale = tl.load(row_scale_ptr + row)\n"
 
