@@ -210,3 +210,34 @@ def test_capture_verify_requires_draft_lengths():
     batch = make_batch(8, num_reqs=2, max_k=2, vocab=16, device="cpu")
     with pytest.raises(ValueError, match="draft_lengths"):
         kernels.capture_verify(*batch.args(), draft_lengths=None)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (pinned host memory)")
+@pytest.mark.parametrize("path", ["copy", "refused"])
+def test_value_summary_copy_fallback_matches_zero_copy(monkeypatch, path):
+    """Where the launcher refuses a host pointer, the summary goes through a device buffer and one
+    copy; both ways give the same summary, and a refusal switches the process to the copy."""
+    from kernels import validation
+
+    cu_t = torch.tensor([0, 3, 3, 4, 9], dtype=torch.int32, device="cuda")
+    ids = torch.arange(9, dtype=torch.int64, device="cuda")
+    temperature = torch.ones(4, device="cuda")
+    direct = validation.check_values(ids, cu_t, temperature, 16)
+    monkeypatch.setattr(validation, "_ZERO_COPY", [path == "refused"])
+    if path == "refused":  # the launcher's own message for a pointer it cannot map
+        kernel = validation._summarise_values_kernel
+        message = "Pointer argument (at 3) cannot be accessed from Triton (cpu tensor?)"
+
+        class Refusing:
+            def __getitem__(self, grid):
+                def launch(*args, **kwargs):
+                    if not args[3].is_cuda:
+                        raise ValueError(message)
+                    return kernel[grid](*args, **kwargs)
+                return launch
+
+        monkeypatch.setattr(validation, "_summarise_values_kernel", Refusing())
+    copied = validation.check_values(ids, cu_t, temperature, 16)
+    assert copied.max_draft_len == direct.max_draft_len == 5
+    assert np.array_equal(copied.lengths, direct.lengths)
+    assert validation._ZERO_COPY == [False]
