@@ -4,7 +4,7 @@ Usage: ``PYTHONPATH=. python3 bench/default_path_timeline.py [--shapes 1x8x32000
 
 Each call runs like ``triton.testing.do_bench`` runs it (an L2-clearing memset first, a start event
 after it). The driver's steps are wrapped so each records the host clock and a CUDA event when it
-returns: the checks, the value summary (launch and copy), the wait for it, every kernel launch. Per
+returns: the checks, the value summary's launch, the wait for it, every kernel launch. Per
 step it prints the median host time since the call began and the median GPU time since the start
 event; a GPU gap between two steps that the host times cover means the GPU waited for the host. The
 wrappers add ~2 us of host time per step (an event record), so absolute figures are a little high.
@@ -14,6 +14,7 @@ Then it prints the uninstrumented event time of the default and no-sync paths fo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import statistics
 import time
@@ -29,73 +30,86 @@ NAMES = ("target_logits", "draft_logits", "draft_token_ids", "cu_num_draft_token
          "positions")
 
 
+STEP_NAMES = ("check_metadata", "launch_variant", "launch_row_stats", "launch_decide", "launch_residual_mass",
+              "launch_residual_sample")
+
+
 class Recorder:
-    def __init__(self):
-        self.marks: list[tuple[str, float, torch.cuda.Event]] = []
+    """Host clock (and, with ``events``, a CUDA event) at each mark of one call."""
+
+    def __init__(self, events: bool = True):
+        self.events = events
+        self.marks: list[tuple[str, float, torch.cuda.Event | None]] = []
 
     def mark(self, name: str) -> None:
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
+        event = None
+        if self.events:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
         self.marks.append((name, time.perf_counter(), event))
 
-
-REC = Recorder()
-
-
-def wrapped(name, fn):
-    def inner(*args, **kwargs):
-        out = fn(*args, **kwargs)
-        REC.mark(name)
-        return out
-    return inner
+    def named_marks(self):
+        """``(step, host time, event)`` with repeated steps numbered (``launch_decide #2``)."""
+        seen: dict[str, int] = {}
+        for name, t, event in self.marks:
+            seen[name] = seen.get(name, 0) + 1
+            yield (name if seen[name] == 1 else f"{name} #{seen[name]}"), t, event
 
 
-class TimedPendingCheck(driver.PendingCheck):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        REC.mark("summary launched + copy queued")
+@contextlib.contextmanager
+def instrumented(recorder: Recorder):
+    """The driver's steps wrapped to mark ``recorder`` when each returns; restored on exit."""
+    saved = {name: getattr(driver, name) for name in STEP_NAMES}
+    pending = driver.PendingCheck
 
-    def result(self):
-        out = super().result()
-        REC.mark("summary read (after sync)")
-        return out
+    def wrapped(name, fn):
+        def inner(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            recorder.mark(name)
+            return out
+        return inner
 
+    class TimedPendingCheck(pending):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            recorder.mark("summary launched")
 
-def instrument() -> None:
-    driver.check_metadata = wrapped("check_metadata", driver.check_metadata)
+        def result(self):
+            out = super().result()
+            recorder.mark("summary read (after the wait)")
+            return out
+
+    for name in STEP_NAMES:
+        setattr(driver, name, wrapped(name, saved[name]))
     driver.PendingCheck = TimedPendingCheck
-    driver.launch_variant = wrapped("launch_variant", driver.launch_variant)
-    for name in ("launch_row_stats", "launch_decide", "launch_residual_mass", "launch_residual_sample"):
-        setattr(driver, name, wrapped(name, getattr(driver, name)))
+    try:
+        yield recorder
+    finally:
+        for name in STEP_NAMES:
+            setattr(driver, name, saved[name])
+        driver.PendingCheck = pending
 
 
 def timeline(call, calls: int) -> None:
     cache = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
     rows: dict[str, list[tuple[float, float]]] = {}
-    order: list[str] = []
-    for i in range(calls + 5):
-        cache.zero_()
-        REC.marks = []
-        t0 = time.perf_counter()
-        start = torch.cuda.Event(enable_timing=True)
-        start.record()
-        call()
-        REC.mark("returned")
-        torch.cuda.synchronize()
-        if i < 5:
-            continue
-        seen: dict[str, int] = {}
-        for name, t, event in REC.marks:
-            seen[name] = seen.get(name, 0) + 1
-            key = name if seen[name] == 1 else f"{name} #{seen[name]}"
-            if key not in rows:
-                rows[key] = []
-                order.append(key)
-            rows[key].append(((t - t0) * 1e6, start.elapsed_time(event) * 1e3))
+    with instrumented(Recorder(events=True)) as rec:
+        for i in range(calls + 5):
+            cache.zero_()
+            rec.marks = []
+            t0 = time.perf_counter()
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+            call()
+            rec.mark("returned")
+            torch.cuda.synchronize()
+            if i >= 5:
+                for key, t, event in rec.named_marks():
+                    rows.setdefault(key, []).append(((t - t0) * 1e6, start.elapsed_time(event) * 1e3))
     print(f"  {'step':34s} {'host us':>9s} {'gpu us':>9s}")
-    for key in order:
-        host = statistics.median(h for h, _ in rows[key])
-        gpu = statistics.median(g for _, g in rows[key])
+    for key, values in rows.items():
+        host = statistics.median(h for h, _ in values)
+        gpu = statistics.median(g for _, g in values)
         print(f"  {key:34s} {host:9.1f} {gpu:9.1f}")
 
 
@@ -125,7 +139,6 @@ def main(argv=None):
     print("default / no-sync path, CUDA events (do_bench, L2 cleared), us")
     for (shape, dtype, method), (default, nosync) in plain.items():
         print(f"  {shape:14s} {dtype:5s} {method:6s} default {default:8.1f}  no-sync {nosync:8.1f}")
-    instrument()
     for shape in args.shapes:
         reqs, k, vocab = map(int, shape.split("x"))
         for dtype in args.dtypes:

@@ -18,6 +18,7 @@ import torch
 
 import kernels
 from bench.bench_kernels import host_time_us, make_inputs
+from bench.default_path_timeline import Recorder, instrumented
 from kernels import chunking, driver, launch, row_stats, validation
 from kernels.launch import current_raw_stream
 
@@ -84,52 +85,21 @@ def main():
             steps(functools.partial(kernels.rejection_sample, *args, method=method, draft_lengths=lengths))
 
 
-_MARKS: list = []
-
-
-def _marked(name, fn):
-    def inner(*a, **k):
-        out = fn(*a, **k)
-        _MARKS.append((name, time.perf_counter()))
-        return out
-    return inner
-
-
 def steps(call, calls: int = 300) -> None:
-    """Host clock after each driver step (checks, summary, sync, launches), without CUDA events."""
-    saved = {name: getattr(driver, name) for name in STEP_NAMES}
-    for name in STEP_NAMES:
-        setattr(driver, name, _marked(name, saved[name]))
-    pending = driver.PendingCheck
-    driver.PendingCheck = type("MarkedCheck", (pending,), {
-        "__init__": lambda self, *a, **k: (pending.__init__(self, *a, **k),
-                                           _MARKS.append(("summary queued", time.perf_counter())))[0],
-        "result": lambda self: (pending.result(self), _MARKS.append(("synced", time.perf_counter())))[0],
-    })
+    """Host clock after each driver step (checks, summary, wait, launches), without CUDA events."""
     rows: dict[str, list[float]] = {}
-    try:
+    with instrumented(Recorder(events=False)) as rec:
         for i in range(calls + 20):
-            _MARKS.clear()
+            rec.marks = []
             start = time.perf_counter()
             call()
-            _MARKS.append(("returned", time.perf_counter()))
+            rec.mark("returned")
             if i >= 20:
-                seen: dict[str, int] = {}
-                for name, t in _MARKS:
-                    seen[name] = seen.get(name, 0) + 1
-                    rows.setdefault(name if seen[name] == 1 else f"{name} #{seen[name]}", []).append(
-                        (t - start) * 1e6)
+                for name, t, _ in rec.named_marks():
+                    rows.setdefault(name, []).append((t - start) * 1e6)
         torch.cuda.synchronize()
-    finally:
-        for name in STEP_NAMES:
-            setattr(driver, name, saved[name])
-        driver.PendingCheck = pending
     for name, values in rows.items():
         print(f"  {name:28s} {statistics.median(values):7.1f}")
-
-
-STEP_NAMES = ("check_metadata", "launch_variant", "launch_row_stats", "launch_decide", "launch_residual_mass",
-              "launch_residual_sample")
 
 
 if __name__ == "__main__":
