@@ -15,6 +15,7 @@ import kernels._device
 from kernels.deep_tails import shared_mode_log2_residual
 from kernels.fastmath import log1p, one_minus_exp2
 from kernels.residual_sample import log2_positive_part
+from tests.kernels._elementwise import apply_elementwise
 
 SEED = 20261130
 
@@ -82,13 +83,6 @@ def test_edge_pairs_catch_a_cancelling_formula():
     assert not np.all(np.abs(naive[finite] - want[finite]) < 2e-5)
 
 
-@triton.jit
-def _log1p_kernel(t_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, log1p(tl.load(t_ptr + offs, mask=mask, other=0.0)), mask=mask)
-
-
 def _tails():
     """Row tails (sum of exp(z - max) but one max): from far below float32's epsilon (normal floats:
     a GPU flushes subnormals) to large, plus
@@ -101,9 +95,7 @@ def _tails():
 
 def test_log1p_matches_float64_relative_to_its_value():
     t = _tails()
-    dev = kernels._device.default_device()
-    out = torch.empty(t.size, dtype=torch.float32, device=dev)
-    _log1p_kernel[(triton.cdiv(t.size, 1024),)](torch.from_numpy(t).to(dev), out, t.size, BLOCK=1024)
+    out = apply_elementwise(log1p, torch.from_numpy(t).to(kernels._device.default_device()))
     got, want = out.cpu().numpy().astype(np.float64), np.log1p(t.astype(np.float64))
     assert np.isneginf(got[t == -1.0]).all()
     finite = np.isfinite(want)
@@ -121,13 +113,6 @@ def test_tails_catch_log_of_one_plus_t():
     assert not np.all(np.abs(naive[finite] - want[finite]) / np.abs(want[finite]) < 1e-6)
 
 
-@triton.jit
-def _one_minus_exp2_kernel(g_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, one_minus_exp2(tl.load(g_ptr + offs, mask=mask, other=0.0)), mask=mask)
-
-
 def _log2_probabilities():
     """``log2 p`` of probabilities from far inside float32's epsilon of 1 (``-1e-30``) to tiny
     (``-120``), around the series switch at ``-1/8``, plus ``0`` and ``-inf``."""
@@ -140,9 +125,7 @@ def test_one_minus_exp2_is_relative_to_its_value():
     (the GPU's ``ex2.approx`` sets the bound below the series switch), 1 at ``-inf``, 0 at 0. The
     plain ``1 - 2^g`` fails it: it is 0 for every ``p`` within float32's epsilon of 1."""
     g = _log2_probabilities()
-    dev = kernels._device.default_device()
-    out = torch.empty(g.size, dtype=torch.float32, device=dev)
-    _one_minus_exp2_kernel[(triton.cdiv(g.size, 1024),)](torch.from_numpy(g).to(dev), out, g.size, BLOCK=1024)
+    out = apply_elementwise(one_minus_exp2, torch.from_numpy(g).to(kernels._device.default_device()))
     got, want = out.cpu().numpy().astype(np.float64), -np.expm1(g.astype(np.float64) * np.log(2.0))
     assert got[g == -np.inf].tolist() == [1.0] and got[g == 0].tolist() == [0.0]
     inner = (g < 0) & np.isfinite(g)

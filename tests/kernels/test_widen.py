@@ -4,23 +4,14 @@ every one of the 65536 bf16 bit patterns (NaN payloads, infinities, subnormals, 
 from __future__ import annotations
 
 import torch
-import triton
-import triton.language as tl
 
 import kernels._device
 from kernels.row_stats import widen
-
-
-@triton.jit
-def _widen_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(out_ptr + offs, widen(tl.load(x_ptr + offs)))
+from tests.kernels._elementwise import apply_elementwise
 
 
 def _widened(x: torch.Tensor) -> torch.Tensor:
-    out = torch.empty(x.numel(), dtype=torch.float32, device=x.device)
-    _widen_kernel[(x.numel() // 1024,)](x, out, BLOCK=1024)
-    return out
+    return apply_elementwise(widen, x)
 
 
 def _every_bf16(device) -> torch.Tensor:
