@@ -187,7 +187,7 @@ _buffers = threading.local()
 # Whether the summary kernel may store straight into pinned host memory (CUDA maps pinned memory
 # into the device's address space under unified addressing); cleared, and a copy used instead, if the
 # launcher refuses the host pointer.
-_ZERO_COPY = [True]
+_ZERO_COPY = True
 
 
 def _summary_buffers(device: torch.device, size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -237,14 +237,15 @@ class PendingCheck:
                 variant=("summary", cu_num_draft_tokens.dtype, draft_token_ids.dtype,
                          self.num_reqs + self.num_drafts < 2**31))
 
-        if cuda and _ZERO_COPY[0]:
+        global _ZERO_COPY
+        if cuda and _ZERO_COPY:
             try:
                 summarise(self._host)
                 return
             except ValueError as error:  # the launcher refused the host pointer (no unified addressing)
                 if "cannot be accessed" not in str(error):
                     raise
-                _ZERO_COPY[0] = False
+                _ZERO_COPY = False
         summarise(on_device)
         if cuda:
             self._host[:size].copy_(on_device[:size], non_blocking=True)

@@ -223,7 +223,7 @@ def test_value_summary_copy_fallback_matches_zero_copy(monkeypatch, path):
     ids = torch.arange(9, dtype=torch.int64, device="cuda")
     temperature = torch.ones(4, device="cuda")
     direct = validation.check_values(ids, cu_t, temperature, 16)
-    monkeypatch.setattr(validation, "_ZERO_COPY", [path == "refused"])
+    monkeypatch.setattr(validation, "_ZERO_COPY", path == "refused")
     if path == "refused":  # the launcher's own message for a pointer it cannot map
         kernel = validation._summarise_values_kernel
         message = "Pointer argument (at 3) cannot be accessed from Triton (cpu tensor?)"
@@ -240,4 +240,4 @@ def test_value_summary_copy_fallback_matches_zero_copy(monkeypatch, path):
     copied = validation.check_values(ids, cu_t, temperature, 16)
     assert copied.max_draft_len == direct.max_draft_len == 5
     assert np.array_equal(copied.lengths, direct.lengths)
-    assert validation._ZERO_COPY == [False]
+    assert validation._ZERO_COPY is False
