@@ -1,7 +1,8 @@
 """Launch parameters of the split-vocabulary passes (overridable from the environment for tuning).
 
 Results do not depend on them beyond float32 ties (randomness is keyed by vocabulary index, never by
-block). ``SPECFUZZ_BLOCK_V``, ``SPECFUZZ_STATS_WARPS`` and ``SPECFUZZ_RACE_WARPS`` override them;
+block). ``SPECFUZZ_BLOCK_V``, ``SPECFUZZ_STATS_WARPS``, ``SPECFUZZ_RACE_WARPS`` and ``SPECFUZZ_RACE_MAXNREG``
+(a register cap for the race kernel) override them;
 ``SPECFUZZ_PASS1_TAIL`` picks how pass 1 keeps a near-one-hot block's tail (``branch``, the default,
 or ``pair``: see ``pass1_pair_tail``). They are read once (``refresh()`` re-reads them).
 """
@@ -24,6 +25,7 @@ class Knobs:
     race_warps: int
     overlap: bool
     pass1_tail: str
+    race_maxnreg: int
 
 
 _knobs: Knobs | None = None
@@ -40,6 +42,7 @@ def refresh() -> Knobs:
         race_warps=int(env.get("SPECFUZZ_RACE_WARPS", 8)),
         overlap=env.get("SPECFUZZ_OVERLAP", "0") == "1",
         pass1_tail=env.get("SPECFUZZ_PASS1_TAIL", "branch"),
+        race_maxnreg=int(env.get("SPECFUZZ_RACE_MAXNREG", 0)),
     )
     if knobs_read.pass1_tail not in PASS1_TAILS:
         raise ValueError(f"SPECFUZZ_PASS1_TAIL={knobs_read.pass1_tail!r}: expected one of {PASS1_TAILS}")
@@ -79,6 +82,12 @@ def stats_warps(block: int = 1 << 30) -> int:
 
 def race_warps(block: int = 1 << 30) -> int:
     return warps_for(block, knobs().race_warps)
+
+
+def race_register_cap() -> dict:
+    """Launch options capping the race kernel's registers (``SPECFUZZ_RACE_MAXNREG``; 0: none)."""
+    cap = knobs().race_maxnreg
+    return {"maxnreg": cap} if cap else {}
 
 
 # Opt-in (``SPECFUZZ_OVERLAP=1``): large chunks are split into parts whose sampling race (ALU-bound)
