@@ -41,6 +41,8 @@ def parse_args(argv=None):
     p.add_argument("--skip-memory", action="store_true")
     p.add_argument("--stages", action="store_true", help="also time each launch of the pipeline")
     p.add_argument("--sweep", action="store_true", help="only sweep pass-1 / race block sizes and warps")
+    p.add_argument("--race-sweep", action="store_true",
+                   help="only sweep the race's block size, warps and register cap (pass 1 at its default)")
     p.add_argument("--logit-scale", type=float, default=1.0,
                    help="multiply the standard-normal logits (e.g. 30: near-one-hot vocabulary blocks)")
     p.add_argument("--registers", action="store_true",
@@ -207,6 +209,35 @@ def sweep(args):
         torch.cuda.empty_cache()
 
 
+RACE_SWEEP = ((4096, 8, 0), (4096, 8, 64), (8192, 8, 0), (8192, 8, 64), (8192, 8, 80), (4096, 4, 0),
+              (8192, 16, 0), (2048, 4, 0), (16384, 16, 0))
+
+
+def race_sweep(args):
+    """Stage times for each (race block, warps, register cap) of ``RACE_SWEEP`` (env overrides)."""
+    import os
+
+    from kernels import tuning
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    names = ("SPECFUZZ_RACE_BLOCK_V", "SPECFUZZ_RACE_WARPS", "SPECFUZZ_RACE_MAXNREG")
+    shapes = itertools.product(args.requests, args.draft_lens, args.vocabs, args.dtypes)
+    for reqs, k, vocab, dtype_name in shapes:
+        batch = make_inputs(reqs, k, vocab, DTYPES[dtype_name], True, gen)
+        for config in RACE_SWEEP:
+            for name, value in zip(names, config, strict=True):
+                os.environ[name] = str(value)
+            tuning.refresh()
+            print(f"race sweep {reqs}x{k}x{vocab} {dtype_name} race {config[0]}/{config[1]} "
+                  f"maxnreg {config[2] or '-'}:", end="", flush=True)
+            stage_times(batch, [k] * reqs, "token")
+        for name in names:
+            os.environ.pop(name)
+        tuning.refresh()
+        del batch
+        torch.cuda.empty_cache()
+
+
 def stage_times(batch, lengths, method):
     """Median time of each launch on its own (the workspace of a single chunk is reused)."""
     import triton
@@ -289,6 +320,9 @@ def main(argv=None):
           f"{'us_nosync':>10} {'us_graph':>9} {'%1read':>7} {'%alg':>7} {'x_eager':>8} {'host_us':>8} "
           f"{'host_def':>8}",
           flush=True)
+    if args.race_sweep:
+        race_sweep(args)
+        return
     if args.sweep:
         return sweep(args)
     gen = torch.Generator(device="cuda").manual_seed(0)
