@@ -85,3 +85,23 @@ def test_a_variant_missing_a_field_is_caught(monkeypatch, dropped):
 
     records = _record_launches(monkeypatch, incomplete)
     assert _run_all(records)
+
+
+@pytest.mark.parametrize("cap", ["0", "64"])
+def test_race_register_cap_reaches_only_the_race_launch(monkeypatch, tuning_env, cap):
+    """``SPECFUZZ_RACE_MAXNREG`` is passed to the race kernel as Triton's ``maxnreg`` (0: not at all)
+    and to no other launch."""
+    from kernels.residual_sample import _race_blocks_kernel
+
+    tuning_env("SPECFUZZ_RACE_MAXNREG", cap)
+    records = _record_launches(monkeypatch)
+    args, lengths, budget, method = next(_layouts())
+    release_workspaces()
+    dev = args[0].device
+    width = max(lengths) + 1
+    driver.verify_into(torch.empty((len(lengths), width), dtype=torch.int64, device=dev),
+                       torch.empty(len(lengths), dtype=torch.int32, device=dev), None, *args,
+                       np.asarray(lengths), method=method, max_chunk_bytes=budget)
+    caps = {(kernel is _race_blocks_kernel, kwargs.get("maxnreg")) for kernel, _, kwargs, _ in records}
+    expected = {(False, None), (True, int(cap) or None)}
+    assert caps == expected, caps
