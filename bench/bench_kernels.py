@@ -14,7 +14,9 @@ Usage: ``PYTHONPATH=. python3 bench/bench_kernels.py [--quick] [--requests 128 5
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
+import os
 import signal
 import statistics
 import sys
@@ -179,34 +181,51 @@ def summarise(rows) -> None:
     print(f"  graph replay == direct call: {sum(r['graph_ok'] for r in rows)}/{len(rows)}")
 
 
-def sweep(args):
-    """Pass-1 and race stage times over block sizes and warps (env overrides, re-read by
-    ``tuning.refresh``)."""
-    import os
-
+@contextlib.contextmanager
+def knob_overrides(env: dict[str, str]):
+    """Set ``SPECFUZZ_*`` tuning variables and re-read the knobs; restore both on exit."""
     from kernels import tuning
 
+    before = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    tuning.refresh()
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        tuning.refresh()
+
+
+def sweep_stages(args, label: str, configs) -> None:
+    """Token stage times (``stage_times``) of every requested shape under each ``(description, env)``
+    of ``configs``."""
     gen = torch.Generator(device="cuda").manual_seed(0)
     shapes = itertools.product(args.requests, args.draft_lens, args.vocabs, args.dtypes)
     for reqs, k, vocab, dtype_name in shapes:
         batch = make_inputs(reqs, k, vocab, DTYPES[dtype_name], True, gen)
-        for block, warps in itertools.product((4096, 8192, 16384), (4, 8, 16)):
-            os.environ["SPECFUZZ_BLOCK_V"], os.environ["SPECFUZZ_STATS_WARPS"] = str(block), str(warps)
-            swept = block == 8192 and warps == 8
-            races = ((4096, 8), (2048, 4), (4096, 4), (8192, 8)) if swept else ((4096, 8),)
-            for race_block, race_warps in races:
-                os.environ["SPECFUZZ_RACE_BLOCK_V"] = str(race_block)
-                os.environ["SPECFUZZ_RACE_WARPS"] = str(race_warps)
-                tuning.refresh()
-                print(f"sweep {reqs}x{k}x{vocab} {dtype_name} block {block} warps {warps} race {race_block}/"
-                      f"{race_warps}:", end="", flush=True)
+        for description, env in configs:
+            with knob_overrides(env):
+                print(f"{label} {reqs}x{k}x{vocab} {dtype_name} {description}:", end="", flush=True)
                 stage_times(batch, [k] * reqs, "token")
-        for name in ("SPECFUZZ_BLOCK_V", "SPECFUZZ_STATS_WARPS", "SPECFUZZ_RACE_BLOCK_V",
-                     "SPECFUZZ_RACE_WARPS"):
-            os.environ.pop(name)
-        tuning.refresh()
         del batch
         torch.cuda.empty_cache()
+
+
+def sweep(args):
+    """Pass-1 block sizes and warps; at the default pass 1 (8192 x 8) also four race variants."""
+    configs = []
+    for block, warps in itertools.product((4096, 8192, 16384), (4, 8, 16)):
+        races = ((4096, 8), (2048, 4), (4096, 4), (8192, 8)) if (block, warps) == (8192, 8) else ((4096, 8),)
+        for race_block, race_warps in races:
+            env = {"SPECFUZZ_BLOCK_V": block, "SPECFUZZ_STATS_WARPS": warps,
+                   "SPECFUZZ_RACE_BLOCK_V": race_block, "SPECFUZZ_RACE_WARPS": race_warps}
+            configs.append((f"block {block} warps {warps} race {race_block}/{race_warps}",
+                            {name: str(value) for name, value in env.items()}))
+    sweep_stages(args, "sweep", configs)
 
 
 RACE_SWEEP = ((4096, 8, 0), (4096, 8, 64), (8192, 8, 0), (8192, 8, 64), (8192, 8, 80), (4096, 4, 0),
@@ -214,28 +233,12 @@ RACE_SWEEP = ((4096, 8, 0), (4096, 8, 64), (8192, 8, 0), (8192, 8, 64), (8192, 8
 
 
 def race_sweep(args):
-    """Stage times for each (race block, warps, register cap) of ``RACE_SWEEP`` (env overrides)."""
-    import os
-
-    from kernels import tuning
-
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    names = ("SPECFUZZ_RACE_BLOCK_V", "SPECFUZZ_RACE_WARPS", "SPECFUZZ_RACE_MAXNREG")
-    shapes = itertools.product(args.requests, args.draft_lens, args.vocabs, args.dtypes)
-    for reqs, k, vocab, dtype_name in shapes:
-        batch = make_inputs(reqs, k, vocab, DTYPES[dtype_name], True, gen)
-        for config in RACE_SWEEP:
-            for name, value in zip(names, config, strict=True):
-                os.environ[name] = str(value)
-            tuning.refresh()
-            print(f"race sweep {reqs}x{k}x{vocab} {dtype_name} race {config[0]}/{config[1]} "
-                  f"maxnreg {config[2] or '-'}:", end="", flush=True)
-            stage_times(batch, [k] * reqs, "token")
-        for name in names:
-            os.environ.pop(name)
-        tuning.refresh()
-        del batch
-        torch.cuda.empty_cache()
+    """The race's (block, warps, register cap) of ``RACE_SWEEP``, pass 1 at its default."""
+    configs = [(f"race {block}/{warps} maxnreg {cap or '-'}",
+                {"SPECFUZZ_RACE_BLOCK_V": str(block), "SPECFUZZ_RACE_WARPS": str(warps),
+                 "SPECFUZZ_RACE_MAXNREG": str(cap)})
+               for block, warps, cap in RACE_SWEEP]
+    sweep_stages(args, "race sweep", configs)
 
 
 def stage_times(batch, lengths, method):
