@@ -414,13 +414,34 @@ CATALOGUE: tuple[Mutant, ...] = (
         "each vocab block reports its worst residual score (and that score's index) instead of its best",
         (COUPLED,),
     ),
+    # --- fused decide (kernels/fused_decide.py: chunks of few requests) --------------------------------
+    _m(
+        "fused-decide-one-block-early",
+        "generic:off-by-one",
+        "fused_decide.py",
+        "last = finished == tl.num_programs(0) * tl.num_programs(1) - 1",
+        "last = finished == tl.num_programs(0) * tl.num_programs(1) - 2",
+        "the fused decide runs in the launch's second-to-last program, before the last block's "
+        "statistics are stored (and the counter it resets is then bumped once more)",
+        (STRUCT, COUPLED),
+    ),
+    _m(
+        "fused-counter-not-reset",
+        "generic:dropped-write",
+        "fused_decide.py",
+        "        tl.store(counter_ptr, 0)\n",
+        "        pass\n",
+        "the fused decide leaves the pass's program count in request 0's race counter, so that "
+        "request's race never finds its last block and its correction/bonus is never written",
+        (STRUCT, COUPLED),
+    ),
     # --- argued equivalent --------------------------------------------------------------------------
     _m(
         "combine-padded-sum-one",
         "generic:other-value",
         "decide.py",
-        "blk_tail = tl.load(blk_tail_ptr + offs, mask=mask, other=-1.0)",
-        "blk_tail = tl.load(blk_tail_ptr + offs, mask=mask, other=0.0)",
+        "blk_tail = tl.load(blk_tail_ptr + offs, mask=mask, other=-1.0, cache_modifier=CACHE)",
+        "blk_tail = tl.load(blk_tail_ptr + offs, mask=mask, other=0.0, cache_modifier=CACHE)",
         "padded (row, block) partial tails read as 0 (a sum of 1) instead of -1 (a sum of 0)",
         equivalent="every masked lane also reads blk_max = -inf (other=NEG_INF on the line above), so "
         "rescale = where(blk_max == -inf, 0, ...) multiplies its (tail + 1) by exactly 0, and it is "

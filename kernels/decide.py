@@ -51,8 +51,9 @@ def clipped_log_ratio_step(log_p, log_b, log_q):
 
 @triton.jit
 def _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr, first_row, num_rows, num_vblocks, inv_t,
-                       ROWS: tl.constexpr, NVB: tl.constexpr):
-    """Row max, log sum exp at ``inv_t`` and lowest argmax of ``num_rows`` rows from block partials.
+                       ROWS: tl.constexpr, NVB: tl.constexpr, CACHE: tl.constexpr):
+    """Row max, log sum exp at ``inv_t`` and lowest argmax of ``num_rows`` rows from block partials
+    (``CACHE``: the loads' cache modifier, ``.cg`` when other programs of this launch wrote them).
 
     The log sum is ``log1p(tail)``: the first max block adds its tail, every other block its full
     sum, so the row max's own 1 is never added to a tail it would swallow."""
@@ -60,9 +61,9 @@ def _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr, first_row, num_ro
     vbs = tl.arange(0, NVB)
     mask = (rows < num_rows)[:, None] & (vbs < num_vblocks)[None, :]
     offs = (first_row + rows)[:, None] * num_vblocks + vbs[None, :]
-    blk_max = tl.load(blk_max_ptr + offs, mask=mask, other=NEG_INF)
-    blk_tail = tl.load(blk_tail_ptr + offs, mask=mask, other=-1.0)
-    blk_arg = tl.load(blk_arg_ptr + offs, mask=mask, other=0)
+    blk_max = tl.load(blk_max_ptr + offs, mask=mask, other=NEG_INF, cache_modifier=CACHE)
+    blk_tail = tl.load(blk_tail_ptr + offs, mask=mask, other=-1.0, cache_modifier=CACHE)
+    blk_arg = tl.load(blk_arg_ptr + offs, mask=mask, other=0, cache_modifier=CACHE)
     row_max = tl.max(blk_max, axis=1)
     rescale = tl.where(blk_max == NEG_INF, 0.0, tl.exp((blk_max - row_max[:, None]) * inv_t))
     first_best = tl.min(tl.where(blk_max == row_max[:, None], vbs[None, :], NVB), axis=1)
@@ -75,11 +76,12 @@ def _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr, first_row, num_ro
 
 @triton.jit
 def _row_mode(row_ptr, blk_max_ptr, stat_row, num_vblocks, vocab_size, row_max, NVB: tl.constexpr,
-              MODE_BLOCK: tl.constexpr):
+              MODE_BLOCK: tl.constexpr, CACHE: tl.constexpr):
     """Lowest column holding ``row_max``, read from the row's first pass-1 block whose max it is
     (``MODE_BLOCK`` = that pass's block width), ``DEEP_BLOCK`` columns at a time."""
     vbs = tl.arange(0, NVB)
-    blk_max = tl.load(blk_max_ptr + stat_row * num_vblocks + vbs, mask=vbs < num_vblocks, other=NEG_INF)
+    blk_max = tl.load(blk_max_ptr + stat_row * num_vblocks + vbs, mask=vbs < num_vblocks, other=NEG_INF,
+                      cache_modifier=CACHE)
     first = tl.min(tl.where(blk_max == row_max, vbs, NVB), axis=0)
     mode = vocab_size + first * 0
     for offset in range(0, MODE_BLOCK, DEEP_BLOCK):
@@ -95,13 +97,15 @@ def _pick(values, rows, index):
     return tl.sum(tl.where(rows == index, values, 0), axis=0)
 
 
-@tuning.launch_jit(
-    counts=("out_width", "num_target_rows", "vocab_size", "num_vblocks"),
-    small_pointers=("draft_ids_ptr", "cu_ptr", "temperature_ptr", "seeds_ptr", "positions_ptr", "blk_max_ptr",
-                    "blk_tail_ptr", "blk_arg_ptr", "row_max_ptr", "row_log_sum_ptr", "row_arg_ptr",
-                    "logp_before_ptr", "z_part_ptr", "tau_ptr", "residual_logp_ptr", "done_ptr",
-                    "out_ids_ptr", "out_num_ptr", "out_logprobs_ptr"))
-def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr, cu_ptr,
+# Pointers of decide_request read as scalars or small tiles: no alignment specialisation.
+DECIDE_POINTERS = ("draft_ids_ptr", "cu_ptr", "temperature_ptr", "seeds_ptr", "positions_ptr", "blk_max_ptr",
+                   "blk_tail_ptr", "blk_arg_ptr", "row_max_ptr", "row_log_sum_ptr", "row_arg_ptr",
+                   "logp_before_ptr", "z_part_ptr", "tau_ptr", "residual_logp_ptr", "done_ptr",
+                   "out_ids_ptr", "out_num_ptr", "out_logprobs_ptr")
+
+
+@triton.jit
+def decide_request(req, num_reqs, target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr, cu_ptr,
                    temperature_ptr, seeds_ptr, positions_ptr,
                    blk_max_ptr, blk_tail_ptr, blk_arg_ptr, row_max_ptr, row_log_sum_ptr, row_arg_ptr,
                    logp_before_ptr, z_part_ptr, tau_ptr, residual_logp_ptr, done_ptr,
@@ -109,9 +113,11 @@ def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids
                    num_target_rows, vocab_size, num_vblocks,
                    BLOCK_METHOD: tl.constexpr, HAS_DRAFT: tl.constexpr, COMBINE: tl.constexpr,
                    DECIDE: tl.constexpr, WANT_LOGPROBS: tl.constexpr,
-                   ROWS: tl.constexpr, NVB: tl.constexpr, MODE_BLOCK: tl.constexpr):
-    req = tl.program_id(0)
-    draft_row0, k = request_span(cu_ptr, req, num_target_rows - tl.num_programs(0), out_width - 1)
+                   ROWS: tl.constexpr, NVB: tl.constexpr, MODE_BLOCK: tl.constexpr, CACHE: tl.constexpr):
+    """The decisions of request ``req`` of ``num_reqs`` (the module docstring): the body of the decide
+    kernel, and of the fused launches of ``kernels/fused_decide.py``, whose ``CACHE`` is ``.cg``
+    because the statistics it reads were written by other programs of the same launch."""
+    draft_row0, k = request_span(cu_ptr, req, num_target_rows - num_reqs, out_width - 1)
     target_row0 = draft_row0 + req
     temperature = tl.load(temperature_ptr + req).to(tl.float32)
     greedy = ~(temperature > 0)
@@ -123,14 +129,14 @@ def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids
 
     if COMBINE:
         t_max, t_log_sum, t_arg = _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr, target_row0,
-                                                     k + 1, num_vblocks, inv_t, ROWS, NVB)
+                                                     k + 1, num_vblocks, inv_t, ROWS, NVB, CACHE)
         tl.store(row_max_ptr + t_stat, t_max, mask=rows <= k)
         tl.store(row_log_sum_ptr + t_stat, t_log_sum, mask=rows <= k)
         tl.store(row_arg_ptr + t_stat, t_arg, mask=rows <= k)
         if HAS_DRAFT:
             q_max, q_log_sum, _ = _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr,
                                                      num_target_rows + draft_row0, k, num_vblocks, inv_t,
-                                                     ROWS, NVB)
+                                                     ROWS, NVB, CACHE)
             tl.store(row_max_ptr + q_stat, q_max, mask=slot)
             tl.store(row_log_sum_ptr + q_stat, q_log_sum, mask=slot)
     else:
@@ -169,7 +175,7 @@ def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids
             vbs = tl.arange(0, NVB)
             z_offs = (draft_row0 + rows)[:, None] * num_vblocks + vbs[None, :]
             z_mask = slot[:, None] & (vbs < num_vblocks)[None, :]
-            z = tl.sum(tl.load(z_part_ptr + z_offs, mask=z_mask, other=0.0), axis=1)
+            z = tl.sum(tl.load(z_part_ptr + z_offs, mask=z_mask, other=0.0, cache_modifier=CACHE), axis=1)
         log_p = residual_logp  # log p_0 = 0
         logp_before = tl.zeros((ROWS,), tl.float32)
         block_tau = tau * 0
@@ -225,7 +231,7 @@ def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids
                 # Deep tails (< 2^-64) mean each row's mode is unique (a second max lane would add 1),
                 # so the modes coincide iff the draft row holds its max at the target's mode.
                 t_mode = _row_mode(t_row_ptr, blk_max_ptr, target_row, num_vblocks, vocab_size, t_max_tau,
-                                   NVB, MODE_BLOCK)
+                                   NVB, MODE_BLOCK, CACHE)
                 in_row = t_mode < vocab_size
                 x_mode = tl.load(q_row_ptr + tl.where(in_row, t_mode, 0), mask=in_row, other=NEG_INF)
                 shared_mode = in_row & (x_mode.to(tl.float32) == q_max_tau)
@@ -243,13 +249,31 @@ def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids
                     tl.store(done_ptr + req, CLAIMED)  # the race never completes this request
 
 
+@tuning.launch_jit(
+    counts=("out_width", "num_target_rows", "vocab_size", "num_vblocks"),
+    small_pointers=DECIDE_POINTERS)
+def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr, cu_ptr,
+                   temperature_ptr, seeds_ptr, positions_ptr,
+                   blk_max_ptr, blk_tail_ptr, blk_arg_ptr, row_max_ptr, row_log_sum_ptr, row_arg_ptr,
+                   logp_before_ptr, z_part_ptr, tau_ptr, residual_logp_ptr, done_ptr,
+                   out_ids_ptr, out_num_ptr, out_logprobs_ptr, out_width,
+                   num_target_rows, vocab_size, num_vblocks,
+                   BLOCK_METHOD: tl.constexpr, HAS_DRAFT: tl.constexpr, COMBINE: tl.constexpr,
+                   DECIDE: tl.constexpr, WANT_LOGPROBS: tl.constexpr,
+                   ROWS: tl.constexpr, NVB: tl.constexpr, MODE_BLOCK: tl.constexpr):
+    decide_request(tl.program_id(0), tl.num_programs(0), target_ptr, draft_ptr, target_stride, draft_stride,
+                   draft_ids_ptr, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
+                   blk_max_ptr, blk_tail_ptr, blk_arg_ptr, row_max_ptr, row_log_sum_ptr, row_arg_ptr,
+                   logp_before_ptr, z_part_ptr, tau_ptr, residual_logp_ptr, done_ptr,
+                   out_ids_ptr, out_num_ptr, out_logprobs_ptr, out_width, num_target_rows, vocab_size,
+                   num_vblocks, BLOCK_METHOD, HAS_DRAFT, COMBINE, DECIDE, WANT_LOGPROBS, ROWS, NVB,
+                   MODE_BLOCK, "")
+
+
 def launch_decide(ws, batch, num_reqs, *, block_method, has_draft, combine, decide, want_logprobs, rows,
                   nvb_pow2):
     """One program per request of the chunk; see the module docstring for the two stages."""
-    vocab_size = batch.target_logits.shape[1]
-    # pass 1's block width, in plain ints: triton.cdiv / next_power_of_2 are constexpr-function
-    # wrappers in recent Triton, ~5 us of host time each per call (triton 3.9, this CPU)
-    mode_block = 1 << (-(-vocab_size // ws.num_vblocks) - 1).bit_length()
+    mode_block = pass1_block_width(batch.target_logits.shape[1], ws.num_vblocks)
     draft = batch.draft_logits if has_draft else batch.target_logits
     out_logprobs = batch.out_logprobs if want_logprobs else batch.out_num
     _decide_kernel[(num_reqs,)](
@@ -261,5 +285,17 @@ def launch_decide(ws, batch, num_reqs, *, block_method, has_draft, combine, deci
         batch.target_logits.shape[0], batch.target_logits.shape[1], ws.num_vblocks,
         BLOCK_METHOD=block_method, HAS_DRAFT=has_draft, COMBINE=combine, DECIDE=decide,
         WANT_LOGPROBS=want_logprobs, ROWS=rows, NVB=nvb_pow2, MODE_BLOCK=mode_block,
-        variant=batch.variant,
+        num_warps=decide_warps(mode_block), variant=batch.variant,
     )
+
+
+def pass1_block_width(vocab_size: int, num_vblocks: int) -> int:
+    """Pass 1's block width from its block count. In plain ints: ``triton.cdiv`` / ``next_power_of_2``
+    are constexpr-function wrappers in recent Triton, ~5 us of host time each per call (triton 3.9)."""
+    return 1 << (-(-vocab_size // num_vblocks) - 1).bit_length()
+
+
+def decide_warps(block_v: int) -> int:
+    """Warps of every launch that runs ``decide_request``: pass 1's, so that the decide kernel and the
+    fused launches (kernels/fused_decide.py) lay out, and so round, its reductions the same way."""
+    return tuning.stats_warps(block_v)

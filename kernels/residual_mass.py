@@ -10,6 +10,7 @@ decide kernel's ``DECIDE`` stage adds the partials. Greedy requests write 0 and 
 from __future__ import annotations
 
 import kernels._device  # noqa: F401
+import triton
 import triton.language as tl
 
 from kernels import tuning
@@ -17,21 +18,30 @@ from kernels.fastmath import LOG2E, one_minus_exp2
 from kernels.row_stats import inverse_temperature, log2_prob
 
 
-@tuning.launch_jit(
-    counts=("num_target_rows", "num_vblocks"),
-    small_pointers=("cu_ptr", "temperature_ptr", "row_max_ptr", "row_log_sum_ptr", "row_req_ptr",
-                    "logp_before_ptr", "z_part_ptr"))
+MASS_POINTERS = ("cu_ptr", "temperature_ptr", "row_max_ptr", "row_log_sum_ptr", "row_req_ptr",
+                 "logp_before_ptr", "z_part_ptr")
+
+
+@tuning.launch_jit(counts=("num_target_rows", "num_vblocks"), small_pointers=MASS_POINTERS)
 def _residual_mass_kernel(target_ptr, draft_ptr, target_stride, draft_stride, cu_ptr, temperature_ptr,
                           row_max_ptr, row_log_sum_ptr, row_req_ptr, logp_before_ptr, z_part_ptr,
                           num_target_rows, vocab_size, num_vblocks, BLOCK_V: tl.constexpr):
-    draft_row = tl.program_id(0)
-    vblock = tl.program_id(1)
+    residual_mass_block(tl.program_id(0), tl.program_id(1), num_target_rows - tl.num_programs(0), target_ptr,
+                        draft_ptr, target_stride, draft_stride, temperature_ptr, row_max_ptr, row_log_sum_ptr,
+                        row_req_ptr, logp_before_ptr, z_part_ptr, num_target_rows, vocab_size, num_vblocks,
+                        BLOCK_V)
+
+
+@triton.jit
+def residual_mass_block(draft_row, vblock, num_reqs, target_ptr, draft_ptr, target_stride, draft_stride,
+                        temperature_ptr, row_max_ptr, row_log_sum_ptr, row_req_ptr, logp_before_ptr,
+                        z_part_ptr, num_target_rows, vocab_size, num_vblocks, BLOCK_V: tl.constexpr):
+    """The partial sum of ``Z`` over block ``vblock`` of draft row ``draft_row`` (module docstring)."""
     cols = vblock * BLOCK_V + tl.arange(0, BLOCK_V)
     # Issued first: the draft row does not depend on the request lookup.
     xd = tl.load(draft_ptr + draft_row.to(tl.int64) * draft_stride + cols, mask=cols < vocab_size,
                  other=float("-inf")).to(tl.float32)
     # Clamped: rows of a wrong vouched ``cu`` may be in no request's span (their entry is stale).
-    num_reqs = num_target_rows - tl.num_programs(0)
     req = tl.minimum(tl.maximum(tl.load(row_req_ptr + num_target_rows + draft_row), 0), num_reqs - 1)
     target_row = draft_row + req  # target row i of the request sits at cu[r] + r + i
     temperature = tl.load(temperature_ptr + req).to(tl.float32)

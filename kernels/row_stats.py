@@ -120,8 +120,16 @@ def stacked_row(target_ptr, draft_ptr, target_stride, draft_stride, row, num_tar
 def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr,
                       blk_max_ptr, blk_tail_ptr, blk_arg_ptr, num_target_rows, vocab_size, num_vblocks,
                       BLOCK_V: tl.constexpr, PAIR_TAIL: tl.constexpr):
-    row = tl.program_id(0)
-    vblock = tl.program_id(1)
+    block_statistics(tl.program_id(0), tl.program_id(1), target_ptr, draft_ptr, target_stride, draft_stride,
+                     row_scale_ptr, blk_max_ptr, blk_tail_ptr, blk_arg_ptr, num_target_rows, vocab_size,
+                     num_vblocks, BLOCK_V, PAIR_TAIL)
+
+
+@triton.jit
+def block_statistics(row, vblock, target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr,
+                     blk_max_ptr, blk_tail_ptr, blk_arg_ptr, num_target_rows, vocab_size, num_vblocks,
+                     BLOCK_V: tl.constexpr, PAIR_TAIL: tl.constexpr):
+    """Pass 1 for (``row``, ``vblock``): the module docstring's three statistics."""
     row_ptr = stacked_row(target_ptr, draft_ptr, target_stride, draft_stride, row, num_target_rows)
     cols = vblock * BLOCK_V + tl.arange(0, BLOCK_V)
     # evict_first: each logit is read once here (the race re-reads one row per request, long after);

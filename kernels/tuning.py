@@ -1,8 +1,9 @@
 """Launch parameters of the split-vocabulary passes (overridable from the environment for tuning).
 
 Results do not depend on them beyond float32 ties (randomness is keyed by vocabulary index, never by
-block). ``SPECFUZZ_BLOCK_V``, ``SPECFUZZ_STATS_WARPS``, ``SPECFUZZ_RACE_WARPS`` and ``SPECFUZZ_RACE_MAXNREG``
-(a register cap for the race kernel) override them;
+block). ``SPECFUZZ_BLOCK_V``, ``SPECFUZZ_STATS_WARPS``, ``SPECFUZZ_RACE_WARPS``, ``SPECFUZZ_RACE_MAXNREG``
+(a register cap for the race kernel) and ``SPECFUZZ_FUSE_DECIDE_MAX_REQS`` (the largest chunk whose
+decide stages run fused into the passes) override them;
 ``SPECFUZZ_PASS1_TAIL`` picks how pass 1 keeps a near-one-hot block's tail (``branch``, the default,
 or ``pair``: see ``pass1_pair_tail``). They are read once (``refresh()`` re-reads them).
 """
@@ -26,6 +27,7 @@ class Knobs:
     overlap: bool
     pass1_tail: str
     race_maxnreg: int
+    fuse_decide_max_reqs: int
 
 
 _knobs: Knobs | None = None
@@ -43,6 +45,7 @@ def refresh() -> Knobs:
         overlap=env.get("SPECFUZZ_OVERLAP", "0") == "1",
         pass1_tail=env.get("SPECFUZZ_PASS1_TAIL", "branch"),
         race_maxnreg=int(env.get("SPECFUZZ_RACE_MAXNREG", 0)),
+        fuse_decide_max_reqs=int(env.get("SPECFUZZ_FUSE_DECIDE_MAX_REQS", FUSE_DECIDE_MAX_REQS)),
     )
     if knobs_read.pass1_tail not in PASS1_TAILS:
         raise ValueError(f"SPECFUZZ_PASS1_TAIL={knobs_read.pass1_tail!r}: expected one of {PASS1_TAILS}")
@@ -88,6 +91,16 @@ def race_register_cap() -> dict:
     """Launch options capping the race kernel's registers (``SPECFUZZ_RACE_MAXNREG``; 0: none)."""
     cap = knobs().race_maxnreg
     return {"maxnreg": cap} if cap else {}
+
+
+# Chunks of at most this many requests run the decide stages inside the passes before them
+# (kernels/fused_decide.py): one launch fewer, one program deciding every request in turn.
+FUSE_DECIDE_MAX_REQS = 4
+
+
+def fuse_decide_max_reqs() -> int:
+    """``SPECFUZZ_FUSE_DECIDE_MAX_REQS`` (0: never fuse)."""
+    return knobs().fuse_decide_max_reqs
 
 
 # Opt-in (``SPECFUZZ_OVERLAP=1``): large chunks are split into parts whose sampling race (ALU-bound)

@@ -1,0 +1,90 @@
+"""The fused decide path (kernels/fused_decide.py) against the separate decide launches.
+
+Chunks of at most ``tuning.fuse_decide_max_reqs()`` requests run the decide stages inside pass 1 /
+pass 2. Results must equal the unfused launches bit for bit, or batch and chunk invariance would
+break wherever one batch is chunked into small and large chunks. Under the interpreter both paths
+are NumPy, so these tests check the plumbing (counting, reset, stage order); on the GPU they check
+that the fused kernels round like the decide kernel (same code, same warps).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import kernels
+import kernels.driver
+from kernels._device import INTERPRETING
+from tests.kernels._batches import DEVICE, make_batch
+
+FUSE = "SPECFUZZ_FUSE_DECIDE_MAX_REQS"
+CASES = [(method, with_draft) for method in ("token", "block") for with_draft in (True, False)]
+# the interpreter runs small vocabularies (several pass-1 blocks of 256); the GPU real ones
+SHAPES = ([(300, torch.float32), (1000, torch.bfloat16)] if INTERPRETING or DEVICE != "cuda"
+          else [(32000, torch.bfloat16), (262144, torch.bfloat16), (151936, torch.float32)])
+FAMILIES = ("normal", "shared") if INTERPRETING else ("normal", "peaked", "shared", "masked")
+
+
+def _run(batch, method, **kwargs):
+    return kernels.rejection_sample(*batch.args(), method=method, want_logprobs=True, **kwargs)
+
+
+def _assert_same(a, b, context):
+    for name, x, y in zip(("ids", "num_emitted", "logprobs"), a, b, strict=True):
+        assert torch.equal(x, y), (context, name, x, y)
+
+
+@pytest.mark.parametrize("method,with_draft", CASES)
+def test_fused_equals_unfused_bit_for_bit(method, with_draft, tuning_env):
+    for i, (vocab, dtype) in enumerate(SHAPES):
+        for j, family in enumerate(FAMILIES):
+            seed = 9100 + 10 * i + j
+            print("seed", seed, vocab, dtype, family)
+            batch = make_batch(seed, num_reqs=1 + seed % 4, max_k=6, vocab=vocab, dtype=dtype, family=family,
+                               with_draft=with_draft, greedy_fraction=0.3)
+            tuning_env(FUSE, "0")
+            unfused = _run(batch, method)
+            tuning_env(FUSE, "4")
+            fused = _run(batch, method)
+            _assert_same(unfused, fused, (seed, method, with_draft, vocab, family))
+
+
+@pytest.mark.parametrize("method", ["token", "block"])
+def test_small_chunks_of_a_large_batch_match_it(method, tuning_env):
+    """A batch of 9 requests (unfused) against budgets that cut it into chunks of 1-4 (fused)."""
+    vocab, dtype = SHAPES[0]
+    batch = make_batch(9200, num_reqs=9, max_k=5, vocab=vocab, dtype=dtype, greedy_fraction=0.25)
+    print("seed", batch.seed)
+    tuning_env(FUSE, "4")
+    whole = _run(batch, method, max_chunk_bytes=None)
+    for budget in (1, 5000, 20000):
+        _assert_same(whole, _run(batch, method, max_chunk_bytes=budget), (method, budget))
+
+
+@pytest.mark.parametrize("method,with_draft", CASES)
+def test_the_decide_kernel_is_launched_only_for_larger_chunks(method, with_draft, tuning_env, monkeypatch):
+    calls = []
+    real = kernels.driver.launch_decide
+    monkeypatch.setattr(kernels.driver, "launch_decide", lambda *a, **k: calls.append(k) or real(*a, **k))
+    vocab, dtype = SHAPES[0]
+    small = make_batch(9300, lengths=[3, 0, 2], vocab=vocab, dtype=dtype, with_draft=with_draft)
+    tuning_env(FUSE, "4")
+    _run(small, method)
+    assert calls == [], calls
+    tuning_env(FUSE, "2")
+    _run(small, method)
+    assert len(calls) == (2 if method == "block" and with_draft else 1), calls
+
+
+def test_block_without_any_draft_row_decides_once(tuning_env, monkeypatch):
+    """Pass 2 has no programs when no request has a draft: the DECIDE stage is then launched alone."""
+    calls = []
+    real = kernels.driver.launch_decide
+    monkeypatch.setattr(kernels.driver, "launch_decide", lambda *a, **k: calls.append(k) or real(*a, **k))
+    vocab, dtype = SHAPES[0]
+    batch = make_batch(9400, lengths=[0, 0], vocab=vocab, dtype=dtype, with_draft=True, greedy_fraction=0.0)
+    tuning_env(FUSE, "4")
+    fused = _run(batch, "block")
+    assert [c["decide"] for c in calls] == [True], calls
+    tuning_env(FUSE, "0")
+    _assert_same(_run(batch, "block"), fused, "no drafts")
