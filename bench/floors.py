@@ -1,0 +1,102 @@
+"""Lower bounds that the randomness contract and the bytes put on a verification call (GPU machine).
+
+Usage: ``PYTHONPATH=. python3 bench/floors.py``. Three kernels that each do only part of what any
+implementation of DESIGN.md's contract must do, timed with CUDA events (``triton.testing.do_bench``):
+
+- ``read``: one read of every logit row of the call (a block max per program, nothing else);
+- ``noise``: the race's noise alone, one Philox uniform and ``log2 E`` per vocabulary entry of one
+  row per request (the contract keys the sampling noise by vocabulary index, so every entry of the
+  raced row needs one), and the block argmax; it reads no logits;
+- ``wait``: the host side of a value check, one tiny launch and a stream synchronisation, back to
+  back (the default path checks values before any verification launch).
+
+For each shape with >= 128 requests it prints the 70 %-of-copy-bandwidth budget of issue 3 and the
+floors: ``read + noise`` for a design that races after the reads (ours), and ``max(read, noise)``
+for an ideal one that hides one under the other completely.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+import triton
+import triton.language as tl
+import triton.testing
+
+from bench.bench_kernels import copy_bandwidth
+from kernels.randomness import SAMPLE_STREAM, log2_exponential_from_uniform, sampling_uniforms_block
+
+BLOCK = 4096
+
+
+@triton.jit
+def _read_floor_kernel(x_ptr, out_ptr, stride, vocab_size, num_blocks, BLOCK: tl.constexpr):
+    row, vb = tl.program_id(0), tl.program_id(1)
+    cols = vb * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row.to(tl.int64) * stride + cols, mask=cols < vocab_size, other=float("-inf"),
+                eviction_policy="evict_first")
+    tl.store(out_ptr + row * num_blocks + vb, tl.max(x.to(tl.float32), axis=0))
+
+
+@triton.jit
+def _noise_floor_kernel(seeds_ptr, out_ptr, num_blocks, BLOCK: tl.constexpr):
+    req, vb = tl.program_id(0), tl.program_id(1)
+    seed = tl.load(seeds_ptr + req)
+    position = req.to(tl.int64) * 1000
+    log_e = log2_exponential_from_uniform(sampling_uniforms_block(seed, vb * BLOCK, position, SAMPLE_STREAM,
+                                                                  BLOCK))
+    best, index = tl.max(-log_e, axis=0, return_indices=True, return_indices_tie_break_left=True)
+    tl.store(out_ptr + req * num_blocks + vb, best + index.to(tl.float32) * 0.0)
+
+
+def read_us(rows, vocab, dtype):
+    x = torch.randn(rows, vocab, device="cuda").to(dtype)
+    nb = triton.cdiv(vocab, 8192)
+    out = torch.empty(rows * nb, device="cuda")
+    run = lambda: _read_floor_kernel[(rows, nb)](x, out, x.stride(0), vocab, nb, BLOCK=8192, num_warps=8)
+    run()
+    return 1e3 * triton.testing.do_bench(run, warmup=10, rep=50, return_mode="median")
+
+
+def noise_us(reqs, vocab):
+    seeds = torch.arange(reqs, device="cuda", dtype=torch.int64)
+    nb = triton.cdiv(vocab, BLOCK)
+    out = torch.empty(reqs * nb, device="cuda")
+    run = lambda: _noise_floor_kernel[(reqs, nb)](seeds, out, nb, BLOCK=BLOCK, num_warps=8)
+    run()
+    return 1e3 * triton.testing.do_bench(run, warmup=10, rep=50, return_mode="median")
+
+
+def wait_us(calls=300):
+    x = torch.zeros(1, device="cuda")
+    stream = torch.cuda.current_stream()
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        x.add_(1)
+        stream.synchronize()
+        times.append(time.perf_counter() - start)
+    return 1e6 * statistics.median(times)
+
+
+def main():
+    bw = copy_bandwidth()
+    print(f"copy bandwidth {bw / 1e9:.0f} GB/s; host launch + synchronize {wait_us():.1f} us (median)")
+    print(" reqs  k       V dtype  budget70   read  noise  read+noise  max(read,noise)  verdict(read+noise)")
+    for reqs in (128, 512):
+        for k in (1, 8):
+            for vocab in (32000, 262144):
+                for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+                    rows = reqs * (2 * k + 1)  # target and draft rows, token verification
+                    budget = rows * vocab * dtype.itemsize / (0.7 * bw) * 1e6
+                    r, n = read_us(rows, vocab, dtype), noise_us(reqs, vocab)
+                    verdict = "over" if r + n > budget else "within"
+                    print(f"{reqs:5d} {k:2d} {vocab:7d} {name:5s} {budget:9.1f} {r:6.1f} {n:6.1f} "
+                          f"{r + n:11.1f} {max(r, n):16.1f}  {verdict}", flush=True)
+                    torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Small batches with the decide stages fused into the passes (kernels/fused_decide.py) or launched
+separately: time per call, the two interleaved so that host drift hits both alike.
+
+Usage (GPU machine): ``PYTHONPATH=. python3 bench/fused_decide.py [--requests 1 2 4 8 16] [--rounds 5]``.
+Per shape and setting it prints the median over rounds of: the default path (value check and its
+wait included) and the no-sync path (host ``draft_lengths``), both by CUDA events around one call
+(``triton.testing.do_bench``), and ``wall``, the back-to-back wall time of a default call. It also
+checks that both settings give the same outputs bit for bit (``same``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+
+import kernels
+from bench.bench_kernels import DTYPES, host_time_us, knob_overrides, make_inputs
+
+NAMES = ("target_logits", "draft_logits", "draft_token_ids", "cu_num_draft_tokens", "temperature", "seeds",
+         "positions")
+KNOB = "SPECFUZZ_FUSE_DECIDE_MAX_REQS"
+SETTINGS = {"fused": {KNOB: "1024"}, "unfused": {KNOB: "0"}}
+
+
+def time_shape(reqs, k, vocab, dtype_name, method, with_draft, rounds, gen):
+    import triton.testing
+
+    batch = make_inputs(reqs, k, vocab, DTYPES[dtype_name], with_draft, gen)
+    call_args = [batch[n] for n in NAMES]
+    lengths = [k] * reqs
+    default = lambda: kernels.rejection_sample(*call_args, method=method, want_logprobs=True)
+    nosync = lambda: kernels.rejection_sample(*call_args, method=method, want_logprobs=True,
+                                              draft_lengths=lengths)
+    times = {name: {"us": [], "nosync": [], "wall": []} for name in SETTINGS}
+    outputs = {}
+    for _ in range(rounds):
+        for name, env in SETTINGS.items():
+            with knob_overrides(env):
+                outputs[name] = default()
+                nosync()
+                times[name]["us"].append(1e3 * triton.testing.do_bench(default, warmup=5, rep=20,
+                                                                       return_mode="median"))
+                times[name]["nosync"].append(1e3 * triton.testing.do_bench(nosync, warmup=5, rep=20,
+                                                                           return_mode="median"))
+                times[name]["wall"].append(host_time_us(default, 50))
+    same = all(torch.equal(a, b) for a, b in zip(outputs["fused"], outputs["unfused"], strict=True))
+    medians = {name: {key: statistics.median(v) for key, v in t.items()} for name, t in times.items()}
+    return medians, same
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    parser.add_argument("--draft-lens", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--vocabs", type=int, nargs="+", default=[32000, 262144])
+    parser.add_argument("--dtypes", nargs="+", default=["bf16"], choices=sorted(DTYPES))
+    parser.add_argument("--methods", nargs="+", default=["token", "block"])
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+    print("reqs  k       V dtype method draft | fused: us nosync wall | unfused: us nosync wall | same")
+    for reqs in args.requests:
+        for k in args.draft_lens:
+            for vocab in args.vocabs:
+                for dtype_name in args.dtypes:
+                    for method in args.methods:
+                        for with_draft in (True, False):
+                            m, same = time_shape(reqs, k, vocab, dtype_name, method, with_draft, args.rounds,
+                                                 gen)
+                            f, u = m["fused"], m["unfused"]
+                            draft = "logits" if with_draft else "point"
+                            print(f"{reqs:4d} {k:2d} {vocab:7d} {dtype_name:5s} {method:6s} {draft:6s} | "
+                                  f"{f['us']:7.1f} {f['nosync']:6.1f} {f['wall']:6.1f} | "
+                                  f"{u['us']:7.1f} {u['nosync']:6.1f} {u['wall']:6.1f} | {same}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
