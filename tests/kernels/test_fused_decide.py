@@ -20,7 +20,7 @@ from tests.kernels._batches import DEVICE, make_batch
 FUSE = "SPECFUZZ_FUSE_DECIDE_MAX_REQS"
 CASES = [(method, with_draft) for method in ("token", "block") for with_draft in (True, False)]
 # the interpreter runs small vocabularies (several pass-1 blocks of 256); the GPU real ones
-SHAPES = ([(300, torch.float32), (1000, torch.bfloat16)] if INTERPRETING or DEVICE != "cuda"
+SHAPES = ([(300, torch.float32), (1000, torch.bfloat16)] if INTERPRETING or DEVICE.type != "cuda"
           else [(32000, torch.bfloat16), (262144, torch.bfloat16), (151936, torch.float32)])
 FAMILIES = ("normal", "shared") if INTERPRETING else ("normal", "peaked", "shared", "masked")
 
