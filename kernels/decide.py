@@ -275,18 +275,24 @@ def launch_decide(ws, batch, num_reqs, *, block_method, has_draft, combine, deci
     """One program per request of the chunk; see the module docstring for the two stages."""
     mode_block = pass1_block_width(batch.target_logits.shape[1], ws.num_vblocks)
     draft = batch.draft_logits if has_draft else batch.target_logits
-    out_logprobs = batch.out_logprobs if want_logprobs else batch.out_num
     _decide_kernel[(num_reqs,)](
-        batch.target_logits, draft, batch.target_logits.stride(0), draft.stride(0), batch.draft_token_ids,
-        batch.cu, batch.temperature, batch.seeds, batch.positions,
-        ws.blk_max, ws.blk_tail, ws.blk_arg, ws.row_max, ws.row_log_sum, ws.row_arg,
-        ws.logp_before, ws.z_part, ws.tau, ws.residual_logp, ws.done,
-        batch.out_ids, batch.out_num, out_logprobs, batch.out_ids.shape[1],
-        batch.target_logits.shape[0], batch.target_logits.shape[1], ws.num_vblocks,
+        batch.target_logits, draft, batch.target_logits.stride(0), draft.stride(0),
+        *decide_arguments(ws, batch, want_logprobs),
         BLOCK_METHOD=block_method, HAS_DRAFT=has_draft, COMBINE=combine, DECIDE=decide,
         WANT_LOGPROBS=want_logprobs, ROWS=rows, NVB=nvb_pow2, MODE_BLOCK=mode_block,
         num_warps=decide_warps(mode_block), variant=batch.variant,
     )
+
+
+def decide_arguments(ws, batch, want_logprobs: bool) -> tuple:
+    """``decide_request``'s runtime arguments after the logit pointers and strides, in its order: the
+    decide kernel and the fused launches (kernels/fused_decide.py) pass the same list."""
+    out_logprobs = batch.out_logprobs if want_logprobs else batch.out_num
+    return (batch.draft_token_ids, batch.cu, batch.temperature, batch.seeds, batch.positions,
+            ws.blk_max, ws.blk_tail, ws.blk_arg, ws.row_max, ws.row_log_sum, ws.row_arg,
+            ws.logp_before, ws.z_part, ws.tau, ws.residual_logp, ws.done,
+            batch.out_ids, batch.out_num, out_logprobs, batch.out_ids.shape[1],
+            batch.target_logits.shape[0], batch.target_logits.shape[1], ws.num_vblocks)
 
 
 def pass1_block_width(vocab_size: int, num_vblocks: int) -> int:

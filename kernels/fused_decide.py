@@ -23,9 +23,9 @@ import triton
 import triton.language as tl
 
 from kernels import tuning
-from kernels.decide import DECIDE_POINTERS, decide_request, decide_warps, pass1_block_width
+from kernels.decide import DECIDE_POINTERS, decide_arguments, decide_request, decide_warps, pass1_block_width
 from kernels.residual_mass import MASS_POINTERS, residual_mass_block
-from kernels.row_stats import TABLE_BLOCK, _row_table_kernel, block_statistics
+from kernels.row_stats import block_statistics, launch_row_table
 
 FUSED_POINTERS = tuple(dict.fromkeys(("row_scale_ptr", "row_req_ptr", *DECIDE_POINTERS, *MASS_POINTERS)))
 
@@ -99,14 +99,9 @@ def _launch_pass_then_decide(ws, batch, num_reqs, block_v, num_rows, *, pass_, b
                              decide, want_logprobs, rows, nvb_pow2):
     target = batch.target_logits
     draft = batch.draft_logits if has_draft else target
-    out_logprobs = batch.out_logprobs if want_logprobs else batch.out_num
     _pass_then_decide_kernel[(num_rows, ws.num_vblocks)](
         target, draft, target.stride(0), draft.stride(0), ws.row_scale, ws.row_req,
-        batch.draft_token_ids, batch.cu, batch.temperature, batch.seeds, batch.positions,
-        ws.blk_max, ws.blk_tail, ws.blk_arg, ws.row_max, ws.row_log_sum, ws.row_arg,
-        ws.logp_before, ws.z_part, ws.tau, ws.residual_logp, ws.done,
-        batch.out_ids, batch.out_num, out_logprobs, batch.out_ids.shape[1],
-        target.shape[0], target.shape[1], ws.num_vblocks, num_reqs,
+        *decide_arguments(ws, batch, want_logprobs), num_reqs,
         PASS=pass_, BLOCK_V=block_v, PAIR_TAIL=tuning.pass1_pair_tail() and pass_ == 1,
         BLOCK_METHOD=block_method, HAS_DRAFT=has_draft, DECIDE=decide, WANT_LOGPROBS=want_logprobs, ROWS=rows,
         NVB=nvb_pow2, MODE_BLOCK=pass1_block_width(target.shape[1], ws.num_vblocks),
@@ -120,8 +115,7 @@ def launch_row_stats_decide(ws, batch, num_reqs, block_v, *, block_method, has_d
     row table's, unless ``table_written``)."""
     target = batch.target_logits
     if not table_written:
-        _row_table_kernel[(num_reqs,)](batch.cu, batch.temperature, ws.row_scale, ws.row_req, ws.done,
-                                       target.shape[0], BLOCK=TABLE_BLOCK, variant=batch.variant)
+        launch_row_table(ws, batch.cu, batch.temperature, num_reqs, target.shape[0], batch.variant)
     num_rows = target.shape[0] + (batch.draft_logits.shape[0] if has_draft else 0)
     _launch_pass_then_decide(ws, batch, num_reqs, block_v, num_rows, pass_=1, block_method=block_method,
                              has_draft=has_draft, decide=decide, want_logprobs=want_logprobs, rows=rows,

@@ -173,6 +173,12 @@ def block_statistics(row, vblock, target_ptr, draft_ptr, target_stride, draft_st
         tl.store(blk_arg_ptr + out, tl.min(tl.where(finite == best, cols, vocab_size + BLOCK_V), axis=0))
 
 
+def launch_row_table(ws, cu, temperature, num_reqs, num_target_rows, variant=None):
+    """The row table and zeroed race counters of a chunk (one program per request)."""
+    _row_table_kernel[(num_reqs,)](cu, temperature, ws.row_scale, ws.row_req, ws.done, num_target_rows,
+                                   BLOCK=TABLE_BLOCK, variant=variant)
+
+
 def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs, block_v, variant=None,
                      table_written=False):
     """Fill the row table (unless ``table_written``: the value summary did), then
@@ -181,8 +187,7 @@ def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs,
     num_draft_rows = 0 if draft_logits is None else draft_logits.shape[0]
     draft = target_logits if draft_logits is None else draft_logits
     if not table_written:
-        _row_table_kernel[(num_reqs,)](cu, temperature, ws.row_scale, ws.row_req, ws.done, num_target_rows,
-                                       BLOCK=TABLE_BLOCK, variant=variant)
+        launch_row_table(ws, cu, temperature, num_reqs, num_target_rows, variant)
     grid = (num_target_rows + num_draft_rows, ws.num_vblocks)
     _row_stats_kernel[grid](
         target_logits, draft, target_logits.stride(0), draft.stride(0), ws.row_scale,
