@@ -33,12 +33,14 @@ def per_call_us(fn, calls: int = 300) -> float:
 
 
 def table_launch(args, ws):
-    row_stats._row_table_kernel[(1,)](args[3], args[4], ws.row_scale, ws.row_req, ws.done, 9, BLOCK=16)
+    row_stats._row_table_kernel[(1,)](args[3], args[4], ws.row_scale, ws.row_req, ws.done, ws.sync, 9,
+                                      BLOCK=16)
 
 
 def compiled_table_launch(compiled, constexprs, args, ws):
     compiled.run(1, 1, 1, current_raw_stream(0), compiled.function, compiled.packed_metadata,
-                 None, None, None, args[3], args[4], ws.row_scale, ws.row_req, ws.done, 9, *constexprs)
+                 None, None, None, args[3], args[4], ws.row_scale, ws.row_req, ws.done, ws.sync, 9,
+                 *constexprs)
 
 
 def main():

@@ -144,8 +144,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "block-uses-token-residual",
         "BUGS#7",
         "residual_sample.py",
-        "a_log_sum = tl.load(row_log_sum_ptr + target_row) - tl.load(residual_logp_ptr + req)",
-        "a_log_sum = tl.load(row_log_sum_ptr + target_row)",
+        '- tl.load(residual_logp_ptr + req, cache_modifier=".cg"))',
+        '- 0.0)',
         "after a block rejection the token residual (b - q)_+ is sampled instead of (p_tau b - q)_+",
         (COUPLED,),
     ),
@@ -414,25 +414,25 @@ CATALOGUE: tuple[Mutant, ...] = (
         "each vocab block reports its worst residual score (and that score's index) instead of its best",
         (COUPLED,),
     ),
-    # --- fused decide (kernels/fused_decide.py: chunks of few requests) --------------------------------
+    # --- small-batch launch (kernels/fused_decide.py: chunks of few requests) -------------------------
     _m(
-        "fused-decide-one-block-early",
-        "generic:off-by-one",
+        "small-batch-decides-in-first-program",
+        "generic:wrong-condition",
         "fused_decide.py",
-        "last = finished == tl.num_programs(0) * tl.num_programs(1) - 1",
-        "last = finished == tl.num_programs(0) * tl.num_programs(1) - 2",
-        "the fused decide runs in the launch's second-to-last program, before the last block's "
-        "statistics are stored (and the counter it resets is then bumped once more)",
-        (STRUCT, COUPLED),
+        'return tl.atomic_add(counter_ptr, 1, sem="acq_rel") == num_programs - 1',
+        'return tl.atomic_add(counter_ptr, 1, sem="acq_rel") == 0',
+        "the small-batch launch decides in the stage's first program to finish, from statistics the "
+        "other blocks have not stored yet",
+        (COUPLED,),
     ),
     _m(
-        "fused-counter-not-reset",
+        "small-batch-never-decides",
         "generic:dropped-write",
         "fused_decide.py",
-        "        tl.store(counter_ptr, 0)\n",
-        "        pass\n",
-        "the fused decide leaves the pass's program count in request 0's race counter, so that "
-        "request's race never finds its last block and its correction/bonus is never written",
+        "BLOCK_METHOD, HAS_DRAFT, True, not TWO_STAGE, WANT_LOGPROBS,",
+        "BLOCK_METHOD, HAS_DRAFT, True, False, WANT_LOGPROBS,",
+        "the small-batch launch runs only decide's COMBINE stage for token and point-mass batches: "
+        "no request is decided and the race samples at a stale tau",
         (STRUCT, COUPLED),
     ),
     # --- argued equivalent --------------------------------------------------------------------------

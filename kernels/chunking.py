@@ -24,7 +24,12 @@ _WORDS_PER_ROW = 5  # row_max, row_log_sum, row_arg, row_scale, row_req
 _WORDS_PER_DRAFT_BLOCK = 1  # z_part
 _WORDS_PER_DRAFT = 1  # logp_before
 _WORDS_PER_REQ_BLOCK = 2  # res_score, res_index (per block of the sampling race)
-_WORDS_PER_REQ = 3  # tau, residual_logp, done (race blocks finished)
+# tau, residual_logp, done (race blocks finished), and SYNC_WORDS charged to every request (an upper
+# bound: a chunk holds them once)
+_WORDS_PER_REQ = 3 + 3
+# Counters of the small-batch launch (kernels/fused_decide.py) after ``done``, zeroed with it by the
+# row table: the ticket (programs in start order), finished pass-1 programs, finished pass-2 programs.
+SYNC_WORDS = 3
 
 
 def workspace_words(num_target_rows: int, num_drafts: int, num_reqs: int, num_vblocks: int,
@@ -91,6 +96,7 @@ class Workspace:
     tau: torch.Tensor
     residual_logp: torch.Tensor
     done: torch.Tensor
+    sync: torch.Tensor
     nbytes: int
     buffers: tuple = ()
 
@@ -104,14 +110,14 @@ class Workspace:
         rows, nvb = num_target_rows + num_drafts, num_vblocks
         f_sizes = [rows * nvb, rows * nvb, rows, rows, num_drafts * nvb, num_drafts, num_reqs * race_blocks,
                    num_reqs, rows]
-        i_sizes = [rows * nvb, rows, num_reqs * race_blocks, num_reqs, rows, num_reqs]
+        i_sizes = [rows * nvb, rows, num_reqs * race_blocks, num_reqs, rows, num_reqs, SYNC_WORDS]
         f_buf = torch.empty(sum(f_sizes), dtype=torch.float32, device=device)
         i_buf = torch.empty(sum(i_sizes), dtype=torch.int32, device=device)
         f = f_buf.split(f_sizes)
         i = i_buf.split(i_sizes)
         return cls(num_vblocks=nvb, blk_max=f[0], blk_tail=f[1], row_max=f[2], row_log_sum=f[3],
                    z_part=f[4], logp_before=f[5], res_score=f[6], residual_logp=f[7], row_scale=f[8],
-                   blk_arg=i[0], row_arg=i[1], res_index=i[2], tau=i[3], row_req=i[4], done=i[5],
+                   blk_arg=i[0], row_arg=i[1], res_index=i[2], tau=i[3], row_req=i[4], done=i[5], sync=i[6],
                    nbytes=4 * (f_buf.numel() + i_buf.numel()), buffers=(f_buf, i_buf))
 
 

@@ -140,12 +140,12 @@ def decide_request(req, num_reqs, target_ptr, draft_ptr, target_stride, draft_st
             tl.store(row_max_ptr + q_stat, q_max, mask=slot)
             tl.store(row_log_sum_ptr + q_stat, q_log_sum, mask=slot)
     else:
-        t_max = tl.load(row_max_ptr + t_stat, mask=rows <= k, other=0.0)
-        t_log_sum = tl.load(row_log_sum_ptr + t_stat, mask=rows <= k, other=0.0)
-        t_arg = tl.load(row_arg_ptr + t_stat, mask=rows <= k, other=0)
+        t_max = tl.load(row_max_ptr + t_stat, mask=rows <= k, other=0.0, cache_modifier=CACHE)
+        t_log_sum = tl.load(row_log_sum_ptr + t_stat, mask=rows <= k, other=0.0, cache_modifier=CACHE)
+        t_arg = tl.load(row_arg_ptr + t_stat, mask=rows <= k, other=0, cache_modifier=CACHE)
         if HAS_DRAFT:
-            q_max = tl.load(row_max_ptr + q_stat, mask=slot, other=0.0)
-            q_log_sum = tl.load(row_log_sum_ptr + q_stat, mask=slot, other=0.0)
+            q_max = tl.load(row_max_ptr + q_stat, mask=slot, other=0.0, cache_modifier=CACHE)
+            q_log_sum = tl.load(row_log_sum_ptr + q_stat, mask=slot, other=0.0, cache_modifier=CACHE)
 
     # b(x) and q(x) of every draft token, and the accept uniforms (eta for block).
     x = tl.load(draft_ids_ptr + draft_row0 + rows, mask=slot, other=-1).to(tl.int64)

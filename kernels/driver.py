@@ -7,8 +7,8 @@ Launches per chunk (docs/kernels.md has the design and the performance log):
                       row: per-(row, vocab block) max / sum-exp / argmax at the request's temperature;
 2. ``decide``         one program per request: combine the statistics, accept/reject (greedy and
                       token: final; block with draft logits: stage COMBINE, computing ``log p_i``);
-                      for a chunk of at most ``tuning.fuse_decide_max_reqs()`` requests the last
-                      program of step 1 (and of step 3) runs it instead (``fused_decide``);
+                      a chunk of at most ``tuning.fuse_decide_max_reqs()`` requests runs steps 1-4
+                      in one launch instead (``fused_decide``);
 3. ``residual_mass``  block with draft logits only: second read of the rows for ``Z_{i+1}``, then
                       ``decide`` stage DECIDE;
 4. ``residual_sample`` one row per sampled request: split-vocabulary race; the last block of each
@@ -40,7 +40,7 @@ import triton
 from kernels import tuning
 from kernels.chunking import Workspace, plan_for_budget, reusable_workspace, workspace_bytes_per_logit_row
 from kernels.decide import launch_decide
-from kernels.fused_decide import launch_residual_mass_decide, launch_row_stats_decide
+from kernels.fused_decide import launch_small_batch, small_batch_applies
 from kernels.launch import arg_spec
 from kernels.residual_mass import launch_residual_mass
 from kernels.residual_sample import launch_residual_sample, race_block_size
@@ -248,25 +248,20 @@ def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, dra
 def _launch_chunk(ws, chunk, num_reqs, geo, *, block_method, has_draft, want_logprobs, two_stage, side=None,
                   table_written=False):
     """The launch sequence of one chunk (module docstring); the race goes to ``side`` when given.
-    Chunks of at most ``tuning.fuse_decide_max_reqs()`` requests run the decide stages inside the
-    passes before them (kernels/fused_decide.py; the same results bit for bit)."""
+    A chunk of at most ``tuning.fuse_decide_max_reqs()`` requests runs as one launch instead
+    (kernels/fused_decide.py; the same results bit for bit)."""
+    if side is None and small_batch_applies(num_reqs, two_stage, chunk.draft_token_ids.shape[0]):
+        launch_small_batch(ws, chunk, num_reqs, geo, block_method=block_method, has_draft=has_draft,
+                           two_stage=two_stage, want_logprobs=want_logprobs, table_written=table_written)
+        return
+    launch_row_stats(ws, chunk.target_logits, chunk.draft_logits, chunk.cu, chunk.temperature, num_reqs,
+                     geo.block_v, variant=chunk.variant, table_written=table_written)
     common = dict(block_method=block_method, has_draft=has_draft, want_logprobs=want_logprobs,
                   rows=geo.rows_pow2, nvb_pow2=geo.nvb_pow2)
-    fused = num_reqs <= tuning.fuse_decide_max_reqs()
-    if fused:
-        launch_row_stats_decide(ws, chunk, num_reqs, geo.block_v, decide=not two_stage,
-                                table_written=table_written, **common)
-    else:
-        launch_row_stats(ws, chunk.target_logits, chunk.draft_logits, chunk.cu, chunk.temperature, num_reqs,
-                         geo.block_v, variant=chunk.variant, table_written=table_written)
-        launch_decide(ws, chunk, num_reqs, combine=True, decide=not two_stage, **common)
+    launch_decide(ws, chunk, num_reqs, combine=True, decide=not two_stage, **common)
     if two_stage:
-        if fused and chunk.draft_logits.shape[0]:
-            launch_residual_mass_decide(ws, chunk, num_reqs, geo.block_v, want_logprobs=want_logprobs,
-                                        rows=geo.rows_pow2, nvb_pow2=geo.nvb_pow2)
-        else:
-            launch_residual_mass(ws, chunk, num_reqs, geo.block_v)
-            launch_decide(ws, chunk, num_reqs, combine=False, decide=True, **common)
+        launch_residual_mass(ws, chunk, num_reqs, geo.block_v)
+        launch_decide(ws, chunk, num_reqs, combine=False, decide=True, **common)
     race = dict(has_draft=has_draft, want_logprobs=want_logprobs, race_block=geo.race_block,
                 race_blocks=geo.race_blocks, nvb_pow2=geo.race_pow2)
     if side is None:

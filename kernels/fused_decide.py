@@ -1,45 +1,91 @@
-"""Small batches: the decide stages fused into the passes before them (one launch fewer each).
+"""Small batches: the whole verification of a chunk in one launch (after the row table).
 
-A batch of at most ``tuning.fuse_decide_max_reqs()`` requests is bound by host launch time
-(20-27 us per launch on the H200's host, docs/kernels.md), not by the GPU. Here the last program of
-pass 1 (and, for block verification with draft logits, of pass 2) to finish runs
-``decide.decide_request`` for every request of the chunk in turn, so ``_decide_kernel`` is not
-launched. Which program is last is counted on ``done[0]`` (the row table zeroed it; an ``acq_rel``
-add after a barrier, as the race's last-block combine does); that program resets it to 0 for the
-race before deciding. The statistics it reads were written by other programs of the same launch,
-so it loads them with ``.cg`` (from L2, past a possibly stale L1).
+A chunk of at most ``tuning.fuse_decide_max_reqs()`` requests is bound by host launch time
+(20-27 us per launch on the H200's host, docs/kernels.md), not by the GPU, so one launch runs what
+is otherwise three or five: pass 1, the decide stages, pass 2 (block verification with draft
+logits) and the race. Its programs take roles in the order they start:
 
-Counting every program of the launch, not a request's own, keeps this exact for any ``cu`` the
-caller vouched for: the decide stage runs exactly once, after every block has stored. The price is
-that one program decides all requests in sequence, which is why only small batches take this path.
-Results equal the unfused launches' bit for bit: the same code, and the same warps
-(``decide.decide_warps``), so the same reduction order (tests/kernels/test_fused_decide.py).
+- each program first takes a ticket (``sync[0]``, an atomic counter), so a program knows that every
+  program with a lower ticket has started. Tickets ``[0, P1)`` run a pass-1 block, then
+  ``[P1, P1 + P2)`` a pass-2 block, then the race blocks. Hardware dispatch order never matters;
+  a program only ever waits for programs with lower tickets, which are running or done, so the
+  launch cannot deadlock however many programs fit on the GPU at once;
+- the last pass-1 program to finish (``sync[1]`` counts them, an ``acq_rel`` add after a barrier, as
+  in the race's last-block combine) runs ``decide.decide_request`` for every request in turn, then
+  adds one more to ``sync[1]``: the stage is published. Pass-2 programs wait for that (volatile
+  polling, then an acquire), and the last of them decides the DECIDE stage and publishes
+  ``sync[2]``. Race programs wait for the last published stage.
+- everything a program reads that another program wrote during the launch is loaded with ``.cg``
+  (from L2, never a stale L1 line).
+
+One program decides every request in sequence, which is why only small batches take this path
+(docs/kernels.md: at 16 requests it is slower than the separate launches). The counters are
+counted over the whole launch, not per request, so a ``cu`` the caller vouched for cannot leave a
+stage unpublished. Results equal the separate launches' bit for bit: the same code with the same
+warps (``decide.decide_warps``), so the same reduction order; the race's reductions are exact
+(tests/kernels/test_fused_decide.py).
 """
 
 from __future__ import annotations
 
-import kernels._device  # noqa: F401
+import kernels._device
 import triton
 import triton.language as tl
 
 from kernels import tuning
-from kernels.decide import DECIDE_POINTERS, decide_arguments, decide_request, decide_warps, pass1_block_width
+from kernels.decide import DECIDE_POINTERS, decide_request, decide_warps, pass1_block_width
 from kernels.residual_mass import MASS_POINTERS, residual_mass_block
+from kernels.residual_sample import race_block_program
 from kernels.row_stats import block_statistics, launch_row_table
 
-FUSED_POINTERS = tuple(dict.fromkeys(("row_scale_ptr", "row_req_ptr", *DECIDE_POINTERS, *MASS_POINTERS)))
+SMALL_POINTERS = tuple(dict.fromkeys(("row_scale_ptr", "row_req_ptr", "res_score_ptr", "res_index_ptr",
+                                      "sync_ptr", *DECIDE_POINTERS, *MASS_POINTERS)))
 
 
 @triton.jit
-def last_program_of_launch(counter_ptr):
-    """Whether this program is the launch's last to get here (every earlier program's stores are
-    visible to it afterwards); that program resets the counter to 0."""
+def fence_every_thread():
+    """``fence.acq_rel.gpu`` on every thread. Triton issues a scalar atomic from one thread only, and
+    that thread's release orders only its own stores; decide's per-row stores come from many
+    threads, so each fences before the barrier that precedes the release (and after the one that
+    follows an acquire). Compiled only: the interpreter runs one program at a time."""
+    if SPIN:
+        tl.inline_asm_elementwise("fence.acq_rel.gpu;\n\tmov.u32 $0, $1;", "=r,r", [tl.program_id(0)],
+                                  dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def finish_and_count(counter_ptr, num_programs):
+    """Whether this program is the last of ``num_programs`` to get here (every earlier program's
+    stores are then visible to it)."""
+    fence_every_thread()
     tl.debug_barrier()
-    finished = tl.atomic_add(counter_ptr, 1, sem="acq_rel")
-    last = finished == tl.num_programs(0) * tl.num_programs(1) - 1
-    if last:
-        tl.store(counter_ptr, 0)
-    return last
+    return tl.atomic_add(counter_ptr, 1, sem="acq_rel") == num_programs - 1
+
+
+@triton.jit
+def publish(counter_ptr):
+    """The stage's last program marks its decisions visible (the counter goes one past the count)."""
+    fence_every_thread()
+    tl.debug_barrier()
+    tl.atomic_add(counter_ptr, 1, sem="release")
+
+
+# Under the interpreter programs run one at a time in grid order: a stage is published before any
+# program that waits for it starts, or never (a bug, e.g. a mutant), so waiting would only hang.
+SPIN = tl.constexpr(not kernels._device.INTERPRETING)
+
+
+@triton.jit
+def wait_for_stage(counter_ptr, published):
+    """Spin until ``publish`` ran (polling from L2, then one acquire for the reads that follow).
+    Compiled, the ticket order guarantees it runs (module docstring); interpreted, no spin."""
+    seen = tl.load(counter_ptr, volatile=True)
+    if SPIN:
+        while seen < published:
+            seen = tl.load(counter_ptr, volatile=True)
+    tl.atomic_add(counter_ptr, 0, sem="acquire")
+    tl.debug_barrier()
+    fence_every_thread()
 
 
 @triton.jit
@@ -62,71 +108,91 @@ def decide_each_request(num_reqs, target_ptr, draft_ptr, target_stride, draft_st
                        DECIDE, WANT_LOGPROBS, ROWS, NVB, MODE_BLOCK, ".cg")
 
 
-@tuning.launch_jit(counts=("out_width", "num_target_rows", "num_vblocks", "num_reqs"),
-                   small_pointers=FUSED_POINTERS)
-def _pass_then_decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr, row_req_ptr,
-                             draft_ids_ptr, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
-                             blk_max_ptr, blk_tail_ptr, blk_arg_ptr, row_max_ptr, row_log_sum_ptr,
-                             row_arg_ptr, logp_before_ptr, z_part_ptr, tau_ptr, residual_logp_ptr, done_ptr,
-                             out_ids_ptr, out_num_ptr, out_logprobs_ptr, out_width,
-                             num_target_rows, vocab_size, num_vblocks, num_reqs,
-                             PASS: tl.constexpr, BLOCK_V: tl.constexpr, PAIR_TAIL: tl.constexpr,
-                             BLOCK_METHOD: tl.constexpr, HAS_DRAFT: tl.constexpr, DECIDE: tl.constexpr,
-                             WANT_LOGPROBS: tl.constexpr, ROWS: tl.constexpr, NVB: tl.constexpr,
-                             MODE_BLOCK: tl.constexpr):
-    """``PASS`` 1: pass 1, then (last program) the decide kernel's COMBINE stage, and its DECIDE
-    stage too when ``DECIDE``. ``PASS`` 2 (block verification with draft logits): pass 2, then the
-    DECIDE stage."""
-    if PASS == 1:
-        block_statistics(tl.program_id(0), tl.program_id(1), target_ptr, draft_ptr, target_stride,
+@tuning.launch_jit(counts=("out_width", "num_target_rows", "num_vblocks", "num_reqs", "pass1_programs",
+                           "pass2_programs", "race_blocks"),
+                   small_pointers=SMALL_POINTERS)
+def _small_batch_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr, row_req_ptr,
+                        draft_ids_ptr, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
+                        blk_max_ptr, blk_tail_ptr, blk_arg_ptr, row_max_ptr, row_log_sum_ptr,
+                        row_arg_ptr, logp_before_ptr, z_part_ptr, tau_ptr, residual_logp_ptr, done_ptr,
+                        res_score_ptr, res_index_ptr, sync_ptr, out_ids_ptr, out_num_ptr, out_logprobs_ptr,
+                        out_width, num_target_rows, vocab_size, num_vblocks, num_reqs, pass1_programs,
+                        pass2_programs, race_blocks, BLOCK_V: tl.constexpr, PAIR_TAIL: tl.constexpr,
+                        RACE_BLOCK: tl.constexpr, RACE_NVB: tl.constexpr, BLOCK_METHOD: tl.constexpr,
+                        HAS_DRAFT: tl.constexpr, TWO_STAGE: tl.constexpr, WANT_LOGPROBS: tl.constexpr,
+                        ROWS: tl.constexpr, NVB: tl.constexpr, MODE_BLOCK: tl.constexpr):
+    """The module docstring's roles; ``TWO_STAGE``: block verification with draft logits."""
+    ticket = tl.atomic_add(sync_ptr, 1)
+    if ticket < pass1_programs:
+        block_statistics(ticket // num_vblocks, ticket % num_vblocks, target_ptr, draft_ptr, target_stride,
                          draft_stride, row_scale_ptr, blk_max_ptr, blk_tail_ptr, blk_arg_ptr, num_target_rows,
                          vocab_size, num_vblocks, BLOCK_V, PAIR_TAIL)
-    else:
-        residual_mass_block(tl.program_id(0), tl.program_id(1), num_reqs, target_ptr, draft_ptr,
+        if finish_and_count(sync_ptr + 1, pass1_programs):
+            decide_each_request(num_reqs, target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr,
+                                cu_ptr, temperature_ptr, seeds_ptr, positions_ptr, blk_max_ptr, blk_tail_ptr,
+                                blk_arg_ptr, row_max_ptr, row_log_sum_ptr, row_arg_ptr, logp_before_ptr,
+                                z_part_ptr, tau_ptr, residual_logp_ptr, done_ptr, out_ids_ptr, out_num_ptr,
+                                out_logprobs_ptr, out_width, num_target_rows, vocab_size, num_vblocks,
+                                BLOCK_METHOD, HAS_DRAFT, True, not TWO_STAGE, WANT_LOGPROBS, ROWS, NVB,
+                                MODE_BLOCK)
+            publish(sync_ptr + 1)
+    elif ticket < pass1_programs + pass2_programs:
+        wait_for_stage(sync_ptr + 1, pass1_programs + 1)
+        block = ticket - pass1_programs
+        residual_mass_block(block // num_vblocks, block % num_vblocks, num_reqs, target_ptr, draft_ptr,
                             target_stride, draft_stride, temperature_ptr, row_max_ptr, row_log_sum_ptr,
                             row_req_ptr, logp_before_ptr, z_part_ptr, num_target_rows, vocab_size,
                             num_vblocks, BLOCK_V)
-    if last_program_of_launch(done_ptr):
-        decide_each_request(num_reqs, target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr,
-                            cu_ptr, temperature_ptr, seeds_ptr, positions_ptr, blk_max_ptr, blk_tail_ptr,
-                            blk_arg_ptr, row_max_ptr, row_log_sum_ptr, row_arg_ptr, logp_before_ptr,
-                            z_part_ptr, tau_ptr, residual_logp_ptr, done_ptr, out_ids_ptr, out_num_ptr,
-                            out_logprobs_ptr, out_width, num_target_rows, vocab_size, num_vblocks,
-                            BLOCK_METHOD, HAS_DRAFT, PASS == 1, DECIDE, WANT_LOGPROBS, ROWS, NVB, MODE_BLOCK)
+        if finish_and_count(sync_ptr + 2, pass2_programs):
+            decide_each_request(num_reqs, target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr,
+                                cu_ptr, temperature_ptr, seeds_ptr, positions_ptr, blk_max_ptr, blk_tail_ptr,
+                                blk_arg_ptr, row_max_ptr, row_log_sum_ptr, row_arg_ptr, logp_before_ptr,
+                                z_part_ptr, tau_ptr, residual_logp_ptr, done_ptr, out_ids_ptr, out_num_ptr,
+                                out_logprobs_ptr, out_width, num_target_rows, vocab_size, num_vblocks,
+                                True, True, False, True, WANT_LOGPROBS, ROWS, NVB, MODE_BLOCK)
+            publish(sync_ptr + 2)
+    else:
+        if TWO_STAGE:
+            wait_for_stage(sync_ptr + 2, pass2_programs + 1)
+        else:
+            wait_for_stage(sync_ptr + 1, pass1_programs + 1)
+        block = ticket - pass1_programs - pass2_programs
+        race_block_program(block // race_blocks, block % race_blocks, num_reqs, target_ptr, draft_ptr,
+                           target_stride, draft_stride, draft_ids_ptr, cu_ptr, temperature_ptr, seeds_ptr,
+                           positions_ptr, row_max_ptr, row_log_sum_ptr, tau_ptr, residual_logp_ptr,
+                           res_score_ptr, res_index_ptr, done_ptr, out_ids_ptr, out_logprobs_ptr,
+                           num_target_rows, vocab_size, race_blocks, out_width, HAS_DRAFT, RACE_BLOCK,
+                           WANT_LOGPROBS, RACE_NVB, 1024)
 
 
-def _launch_pass_then_decide(ws, batch, num_reqs, block_v, num_rows, *, pass_, block_method, has_draft,
-                             decide, want_logprobs, rows, nvb_pow2):
-    target = batch.target_logits
-    draft = batch.draft_logits if has_draft else target
-    _pass_then_decide_kernel[(num_rows, ws.num_vblocks)](
-        target, draft, target.stride(0), draft.stride(0), ws.row_scale, ws.row_req,
-        *decide_arguments(ws, batch, want_logprobs), num_reqs,
-        PASS=pass_, BLOCK_V=block_v, PAIR_TAIL=tuning.pass1_pair_tail() and pass_ == 1,
-        BLOCK_METHOD=block_method, HAS_DRAFT=has_draft, DECIDE=decide, WANT_LOGPROBS=want_logprobs, ROWS=rows,
-        NVB=nvb_pow2, MODE_BLOCK=pass1_block_width(target.shape[1], ws.num_vblocks),
-        num_warps=decide_warps(block_v), variant=batch.variant,
-    )
+def small_batch_applies(num_reqs: int, two_stage: bool, num_drafts: int) -> bool:
+    """Whether a chunk runs as one launch: few requests, and (block verification with draft logits)
+    at least one draft row, or pass 2 would have no program to publish its stage."""
+    return num_reqs <= tuning.fuse_decide_max_reqs() and not (two_stage and num_drafts == 0)
 
 
-def launch_row_stats_decide(ws, batch, num_reqs, block_v, *, block_method, has_draft, decide, want_logprobs,
-                            rows, nvb_pow2, table_written=False):
-    """``launch_row_stats`` then ``launch_decide(combine=True, decide=decide)``, in one launch (plus the
-    row table's, unless ``table_written``)."""
+def launch_small_batch(ws, batch, num_reqs, geo, *, block_method, has_draft, two_stage, want_logprobs,
+                       table_written=False):
+    """The row table (unless ``table_written``) and then the whole verification of the chunk."""
     target = batch.target_logits
     if not table_written:
         launch_row_table(ws, batch.cu, batch.temperature, num_reqs, target.shape[0], batch.variant)
-    num_rows = target.shape[0] + (batch.draft_logits.shape[0] if has_draft else 0)
-    _launch_pass_then_decide(ws, batch, num_reqs, block_v, num_rows, pass_=1, block_method=block_method,
-                             has_draft=has_draft, decide=decide, want_logprobs=want_logprobs, rows=rows,
-                             nvb_pow2=nvb_pow2)
-
-
-def launch_residual_mass_decide(ws, batch, num_reqs, block_v, *, want_logprobs, rows, nvb_pow2):
-    """``launch_residual_mass`` then ``launch_decide(combine=False, decide=True)``, in one launch; the
-    batch must have draft rows (without any, pass 2 has no programs to count)."""
-    num_drafts = batch.draft_logits.shape[0]
-    assert num_drafts > 0, "pass 2 without draft rows: launch the decide kernel instead"
-    _launch_pass_then_decide(ws, batch, num_reqs, block_v, num_drafts, pass_=2, block_method=True,
-                             has_draft=True, decide=True, want_logprobs=want_logprobs, rows=rows,
-                             nvb_pow2=nvb_pow2)
+    draft = batch.draft_logits if has_draft else target
+    out_logprobs = batch.out_logprobs if want_logprobs else batch.out_num
+    num_drafts = batch.draft_token_ids.shape[0]
+    pass1 = (target.shape[0] + (draft.shape[0] if has_draft else 0)) * ws.num_vblocks
+    pass2 = num_drafts * ws.num_vblocks if two_stage else 0
+    grid = (pass1 + pass2 + num_reqs * geo.race_blocks,)
+    _small_batch_kernel[grid](
+        target, draft, target.stride(0), draft.stride(0), ws.row_scale, ws.row_req,
+        batch.draft_token_ids, batch.cu, batch.temperature, batch.seeds, batch.positions,
+        ws.blk_max, ws.blk_tail, ws.blk_arg, ws.row_max, ws.row_log_sum, ws.row_arg,
+        ws.logp_before, ws.z_part, ws.tau, ws.residual_logp, ws.done, ws.res_score, ws.res_index, ws.sync,
+        batch.out_ids, batch.out_num, out_logprobs, batch.out_ids.shape[1],
+        target.shape[0], target.shape[1], ws.num_vblocks, num_reqs, pass1, pass2, geo.race_blocks,
+        BLOCK_V=geo.block_v, PAIR_TAIL=tuning.pass1_pair_tail(), RACE_BLOCK=geo.race_block,
+        RACE_NVB=geo.race_pow2, BLOCK_METHOD=block_method, HAS_DRAFT=has_draft, TWO_STAGE=two_stage,
+        WANT_LOGPROBS=want_logprobs, ROWS=geo.rows_pow2, NVB=geo.nvb_pow2,
+        MODE_BLOCK=pass1_block_width(target.shape[1], ws.num_vblocks), num_warps=decide_warps(geo.block_v),
+        variant=batch.variant,
+    )

@@ -49,10 +49,13 @@ def residual_mass_block(draft_row, vblock, num_reqs, target_ptr, draft_ptr, targ
     live = tl.where(temperature > 0, cols < vocab_size, False)  # (vector & scalar breaks the interpreter)
     xt = tl.load(target_ptr + target_row.to(tl.int64) * target_stride + cols, mask=live,
                  other=float("-inf")).to(tl.float32)
-    log2_b = log2_prob(xt, tl.load(row_max_ptr + target_row), inv_t, tl.load(row_log_sum_ptr + target_row))
-    log2_pb = tl.load(logp_before_ptr + draft_row) * LOG2E + log2_b
+    # decide's COMBINE stage wrote these, in the small-batch launch during this one: read past L1
+    t_max = tl.load(row_max_ptr + target_row, cache_modifier=".cg")
+    log2_b = log2_prob(xt, t_max, inv_t, tl.load(row_log_sum_ptr + target_row, cache_modifier=".cg"))
+    log2_pb = tl.load(logp_before_ptr + draft_row, cache_modifier=".cg") * LOG2E + log2_b
     q_row = num_target_rows + draft_row
-    log2_q = log2_prob(xd, tl.load(row_max_ptr + q_row), inv_t, tl.load(row_log_sum_ptr + q_row))
+    q_max = tl.load(row_max_ptr + q_row, cache_modifier=".cg")
+    log2_q = log2_prob(xd, q_max, inv_t, tl.load(row_log_sum_ptr + q_row, cache_modifier=".cg"))
     # 2^a (1 - 2^(log2 q - a)), not 2^a - 2^log2 q: near-equal p b and q (near-one-hot rows whose
     # residual and 1 - p are below float32's epsilon) must not cancel to 0 or to an ulp of 1.
     # Lanes that are not live read -inf on the target side, so their gap is +inf or NaN: weight 0.

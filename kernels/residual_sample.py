@@ -128,19 +128,36 @@ def _race_blocks_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draf
                         out_ids_ptr, out_logprobs_ptr, num_target_rows, vocab_size, num_blocks, out_width,
                         HAS_DRAFT: tl.constexpr, BLOCK_V: tl.constexpr, WANT_LOGPROBS: tl.constexpr,
                         NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr):
-    req = tl.program_id(0)
-    vblock = tl.program_id(1)
-    draft_row0, k = request_span(cu_ptr, req, num_target_rows - tl.num_programs(0), out_width - 1)
+    race_block_program(tl.program_id(0), tl.program_id(1), tl.num_programs(0), target_ptr, draft_ptr,
+                       target_stride, draft_stride, draft_ids_ptr, cu_ptr, temperature_ptr, seeds_ptr,
+                       positions_ptr, row_max_ptr, row_log_sum_ptr, tau_ptr, residual_logp_ptr, res_score_ptr,
+                       res_index_ptr, done_ptr, out_ids_ptr, out_logprobs_ptr, num_target_rows, vocab_size,
+                       num_blocks, out_width, HAS_DRAFT, BLOCK_V, WANT_LOGPROBS, NVB, FALLBACK_BLOCK)
+
+
+@triton.jit
+def race_block_program(req, vblock, num_reqs, target_ptr, draft_ptr, target_stride, draft_stride,
+                       draft_ids_ptr, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr, row_max_ptr,
+                       row_log_sum_ptr, tau_ptr, residual_logp_ptr, res_score_ptr, res_index_ptr, done_ptr,
+                       out_ids_ptr, out_logprobs_ptr, num_target_rows, vocab_size, num_blocks, out_width,
+                       HAS_DRAFT: tl.constexpr, BLOCK_V: tl.constexpr, WANT_LOGPROBS: tl.constexpr,
+                       NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr):
+    """Block ``vblock`` of request ``req``'s race, and the request's emit when it is the last block
+    to finish. What decide wrote (``tau``, ``log p_tau``, the row statistics) is read past L1
+    (``.cg``): in the small-batch launch (kernels/fused_decide.py) another program wrote it during
+    the same launch."""
+    draft_row0, k = request_span(cu_ptr, req, num_target_rows - num_reqs, out_width - 1)
     temperature = tl.load(temperature_ptr + req).to(tl.float32)
     # Greedy requests: decide wrote their output, so their programs do nothing (not even count).
     if temperature > 0:
         inv_t = inverse_temperature(temperature)
-        tau = tl.load(tau_ptr + req)
+        tau = tl.load(tau_ptr + req, cache_modifier=".cg")
         bonus = tau >= k
         target_row = draft_row0 + req + tau
         t_row_ptr = target_ptr + target_row.to(tl.int64) * target_stride
-        row_max = tl.load(row_max_ptr + target_row)
-        a_log_sum = tl.load(row_log_sum_ptr + target_row) - tl.load(residual_logp_ptr + req)
+        row_max = tl.load(row_max_ptr + target_row, cache_modifier=".cg")
+        a_log_sum = (tl.load(row_log_sum_ptr + target_row, cache_modifier=".cg")
+                     - tl.load(residual_logp_ptr + req, cache_modifier=".cg"))
         rejected = ~bonus
         excluded = -1
         q_row_ptr = t_row_ptr
@@ -149,8 +166,8 @@ def _race_blocks_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draf
         if HAS_DRAFT:
             q_row = num_target_rows + draft_row0 + tau
             q_row_ptr = draft_ptr + (draft_row0 + tau).to(tl.int64) * draft_stride
-            q_max = tl.load(row_max_ptr + q_row, mask=rejected, other=0.0)
-            q_log_sum = tl.load(row_log_sum_ptr + q_row, mask=rejected, other=0.0)
+            q_max = tl.load(row_max_ptr + q_row, mask=rejected, other=0.0, cache_modifier=".cg")
+            q_log_sum = tl.load(row_log_sum_ptr + q_row, mask=rejected, other=0.0, cache_modifier=".cg")
         else:
             excluded = tl.load(draft_ids_ptr + draft_row0 + tau, mask=rejected, other=-1)
         seed = tl.load(seeds_ptr + req)
@@ -191,10 +208,10 @@ def emit_request(req, target_ptr, target_stride, target_row0, temperature_ptr, s
     temperature = tl.load(temperature_ptr + req).to(tl.float32)
     sampled = temperature > 0
     inv_t = inverse_temperature(temperature)
-    tau = tl.load(tau_ptr + req)
+    tau = tl.load(tau_ptr + req, cache_modifier=".cg")
     target_row = target_row0 + tau
-    row_max = tl.load(row_max_ptr + target_row)
-    row_log_sum = tl.load(row_log_sum_ptr + target_row)
+    row_max = tl.load(row_max_ptr + target_row, cache_modifier=".cg")
+    row_log_sum = tl.load(row_log_sum_ptr + target_row, cache_modifier=".cg")
 
     vbs = tl.arange(0, NVB)
     scores = tl.load(res_score_ptr + req * num_blocks + vbs, mask=vbs < num_blocks, other=NEG_INF,

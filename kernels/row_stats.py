@@ -21,12 +21,13 @@ import kernels._device  # noqa: F401
 import triton
 import triton.language as tl
 
-from kernels import tuning
+from kernels import chunking, tuning
 from kernels.fastmath import LOG2E
 
 NEG_INF = tl.constexpr(float("-inf"))
 STREAM = tl.constexpr("evict_first")
 TABLE_BLOCK = 32  # rows of the row table one store covers
+SYNC_WORDS = tl.constexpr(chunking.SYNC_WORDS)
 
 
 @triton.jit
@@ -61,11 +62,15 @@ def request_span(cu_ptr, req, num_drafts, max_k):
 
 
 @triton.jit
-def write_row_table(req, cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr, num_target_rows,
-                    num_reqs, BLOCK: tl.constexpr):
+def write_row_table(req, cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr, sync_ptr,
+                    num_target_rows, num_reqs, BLOCK: tl.constexpr):
     """Request ``req``'s rows of the row table: ``scale = 1/T`` (``-1`` marks a greedy row) and the
-    request index. Also zeroes the request's counter of finished race blocks (``residual_sample``)."""
+    request index. Also zeroes the request's counter of finished race blocks (``residual_sample``),
+    and request 0 the small-batch launch's counters that follow them (``chunking.SYNC_WORDS``)."""
     tl.store(done_ptr + req, 0)
+    if req == 0:
+        sync = tl.arange(0, 4)
+        tl.store(sync_ptr + sync, 0 * sync, mask=sync < SYNC_WORDS)
     num_drafts = num_target_rows - num_reqs
     draft_row0, k = request_span(cu_ptr, req, num_drafts, num_drafts)
     temperature = tl.load(temperature_ptr + req).to(tl.float32)
@@ -81,12 +86,13 @@ def write_row_table(req, cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, do
 
 
 @tuning.launch_jit(counts=("num_target_rows",),
-                   small_pointers=("cu_ptr", "temperature_ptr", "row_scale_ptr", "row_req_ptr", "done_ptr"))
-def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr, num_target_rows,
-                      BLOCK: tl.constexpr):
+                   small_pointers=("cu_ptr", "temperature_ptr", "row_scale_ptr", "row_req_ptr", "done_ptr",
+                                   "sync_ptr"))
+def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr, sync_ptr,
+                      num_target_rows, BLOCK: tl.constexpr):
     """One program per request (the default path's value summary writes the table itself instead)."""
     write_row_table(tl.program_id(0), cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr,
-                    num_target_rows, tl.num_programs(0), BLOCK)
+                    sync_ptr, num_target_rows, tl.num_programs(0), BLOCK)
 
 
 @triton.jit
@@ -175,8 +181,8 @@ def block_statistics(row, vblock, target_ptr, draft_ptr, target_stride, draft_st
 
 def launch_row_table(ws, cu, temperature, num_reqs, num_target_rows, variant=None):
     """The row table and zeroed race counters of a chunk (one program per request)."""
-    _row_table_kernel[(num_reqs,)](cu, temperature, ws.row_scale, ws.row_req, ws.done, num_target_rows,
-                                   BLOCK=TABLE_BLOCK, variant=variant)
+    _row_table_kernel[(num_reqs,)](cu, temperature, ws.row_scale, ws.row_req, ws.done, ws.sync,
+                                   num_target_rows, BLOCK=TABLE_BLOCK, variant=variant)
 
 
 def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs, block_v, variant=None,

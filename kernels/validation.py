@@ -122,9 +122,9 @@ SUMMARY_SCALARS = 7  # words of the value summary before its copy of cu (kernel 
 
 @tuning.launch_jit(counts=("num_reqs", "num_drafts"),
                    small_pointers=("cu_ptr", "ids_ptr", "temperature_ptr", "out_ptr", "row_scale_ptr",
-                                   "row_req_ptr", "done_ptr"))
+                                   "row_req_ptr", "done_ptr", "sync_ptr"))
 def _summarise_values_kernel(cu_ptr, ids_ptr, temperature_ptr, out_ptr, row_scale_ptr, row_req_ptr, done_ptr,
-                             num_reqs, num_drafts, BLOCK: tl.constexpr, SCALARS: tl.constexpr,
+                             sync_ptr, num_reqs, num_drafts, BLOCK: tl.constexpr, SCALARS: tl.constexpr,
                              COPY_CU: tl.constexpr, WRITE_TABLE: tl.constexpr, TABLE_BLOCK: tl.constexpr):
     """Program 0: out = [cu[0], cu[num_reqs], min and max of cu[r+1] - cu[r] (0 without requests),
     min and max draft id, count of temperatures not >= 0] (``SCALARS`` words) then, with ``COPY_CU``,
@@ -133,7 +133,7 @@ def _summarise_values_kernel(cu_ptr, ids_ptr, temperature_ptr, out_ptr, row_scal
     after the sync; the spans are clamped, so unchecked values stay inside the workspace."""
     if WRITE_TABLE:
         write_row_table(tl.program_id(0), cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr,
-                        num_drafts + num_reqs, num_reqs, TABLE_BLOCK)
+                        sync_ptr, num_drafts + num_reqs, num_reqs, TABLE_BLOCK)
     if tl.program_id(0) == 0:
         _summarise(cu_ptr, ids_ptr, temperature_ptr, out_ptr, num_reqs, num_drafts, BLOCK, SCALARS, COPY_CU)
 
@@ -227,7 +227,8 @@ class PendingCheck:
         self._size = size
         self._stream = current_stream(device_index(device)) if cuda else None
         write_table = table is not None and self.num_reqs > 0
-        table_views = (table.row_scale, table.row_req, table.done) if write_table else (on_device,) * 3
+        table_views = ((table.row_scale, table.row_req, table.done, table.sync) if write_table
+                       else (on_device,) * 4)
 
         def summarise(out):
             _summarise_values_kernel[(self.num_reqs if write_table else 1,)](
