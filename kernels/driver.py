@@ -16,7 +16,9 @@ Launches per chunk (docs/kernels.md has the design and the performance log):
 
 Host cost is kept low because small batches are launch-bound: launch parameters are cached per
 layout (``geometry``), the workspace of a one-chunk call is reused (``chunking.reusable_workspace``),
-and ``FastLaunch`` is given a per-chunk ``launch_variant`` instead of keying every argument.
+and ``FastLaunch`` is given a per-chunk ``launch_variant`` instead of keying every argument. A
+one-chunk call (``OneChunkCall``) allocates and binds while its value check is in flight, so that
+after the check a small batch only makes two tensor views and one launch.
 
 With ``SPECFUZZ_OVERLAP=1`` on CUDA (opt-in; measured without gain, docs/kernels.md), a chunk of many
 requests is split into parts and step 4 (ALU-bound) runs on a high-priority side stream, overlapping
@@ -40,12 +42,12 @@ import triton
 from kernels import tuning
 from kernels.chunking import Workspace, plan_for_budget, reusable_workspace, workspace_bytes_per_logit_row
 from kernels.decide import launch_decide
-from kernels.fused_decide import launch_small_batch, small_batch_applies
+from kernels.fused_decide import bind_small_batch, launch_small_batch, small_batch_applies
 from kernels.launch import arg_spec
 from kernels.residual_mass import launch_residual_mass
 from kernels.residual_sample import launch_residual_sample, race_block_size
 from kernels.row_stats import launch_row_stats
-from kernels.validation import PendingCheck, check_metadata, check_rows
+from kernels.validation import PendingCheck, check_metadata, check_rows, check_values
 
 
 @dataclass
@@ -96,19 +98,25 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
     num_logits, vocab_size = target_logits.shape
     num_reqs = cu_num_draft_tokens.numel() - 1
     device = target_logits.device
-    variant = ws = None
+    if num_reqs and one_chunk(num_logits, vocab_size, num_reqs, max_chunk_bytes, device):
+        # One chunk, so no plan and no host-side lengths: the summary launch also writes the row
+        # table, and everything the launches need is prepared while the summary is in flight.
+        call = OneChunkCall(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature,
+                            seeds, positions, method, want_logprobs)
+        if draft_lengths is None:
+            pending = PendingCheck(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size,
+                                   want_lengths=False, table=call.ws)
+            launch = call.bind(table_written=True)
+            max_k = pending.result().max_draft_len
+        else:
+            launch = call.bind(table_written=False)
+            max_k = int(host.max())
+        if validate:
+            check_rows(target_logits, draft_logits)
+        return launch(max_k + 1)
     out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
     if draft_lengths is None:
-        # Lengths are copied back only when chunk planning needs them. One chunk: the summary launch
-        # also writes the row table into the kept workspace, and the launch parameters are prepared
-        # while the summary is in flight.
-        single = one_chunk(num_logits, vocab_size, num_reqs, max_chunk_bytes, device)
-        ws = one_chunk_workspace(num_logits, vocab_size, num_reqs, device) if single and num_reqs else None
-        pending = PendingCheck(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size,
-                               want_lengths=not single, table=ws)
-        variant = launch_variant(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, seeds,
-                                 positions)
-        max_k, lengths = pending.result()
+        max_k, lengths = check_values(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size)
     else:
         lengths = host
         max_k = int(lengths.max()) if num_reqs else 0
@@ -120,8 +128,75 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
                     else None)
     verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, draft_token_ids,
                 cu_num_draft_tokens, temperature, seeds, positions, lengths, method=method,
-                max_chunk_bytes=max_chunk_bytes, variant=variant, table_workspace=ws)
+                max_chunk_bytes=max_chunk_bytes)
     return out_ids, out_num, out_logprobs
+
+
+class OneChunkCall:
+    """A call that runs as one chunk, split around its value check so that only the launches wait
+    for it: construct (the kept workspace, whose row table the value summary writes), then
+    ``bind()`` while the summary is in flight, then ``launch(width)`` once the check has passed.
+
+    Small batches (``small_batch_applies``) are allocated and bound before the width is known:
+    their outputs are views of storages sized for the widest output the checked values allow
+    (``num_drafts + 1`` per request, the exact width for one request), so after the check only the
+    views and one launch remain. Larger chunks allocate at the checked width and launch as
+    ``verify_into`` does."""
+
+    def __init__(self, target_logits, draft_logits, draft_token_ids, cu, temperature, seeds, positions,
+                 method: str, want_logprobs: bool):
+        num_logits, vocab_size = target_logits.shape
+        self.num_reqs = num_reqs = cu.numel() - 1
+        self.device = target_logits.device
+        self.want_logprobs = want_logprobs
+        num_drafts = num_logits - num_reqs
+        # The width is only known after the check, and the geometry's ROWS depends on it. Every width
+        # the checked values allow lies in [ceil(drafts / reqs) + 1, drafts + 1]: where both ends
+        # give the same geometry (always for one request, and whenever drafts + 1 <= 16), it is
+        # fixed now; otherwise the launch takes it from the width.
+        knobs = tuning.knobs()
+        self.max_width = num_drafts + 1
+        self.geo = geometry(vocab_size, num_reqs, self.max_width, None, knobs)
+        narrowest = -(-num_drafts // num_reqs) + 1
+        self.geo_fixed = self.geo == geometry(vocab_size, num_reqs, narrowest, None, knobs)
+        self.ws = reusable_workspace((num_logits, num_drafts, num_reqs, self.geo.num_vblocks,
+                                      self.geo.race_blocks), self.device)
+        block_method = method == "block"
+        has_draft = draft_logits is not None
+        self.flags = dict(block_method=block_method, has_draft=has_draft, want_logprobs=want_logprobs,
+                          two_stage=block_method and has_draft)
+        self.inputs = (target_logits, draft_logits, draft_token_ids, cu, temperature, seeds, positions)
+        self.small = small_batch_applies(num_reqs, self.flags["two_stage"], num_drafts)
+
+    def bind(self, table_written: bool):
+        """Returns ``launch(width) -> (output_token_ids, num_emitted, logprobs_or_None)``."""
+        target_logits, draft_logits, draft_token_ids, cu, temperature, seeds, positions = self.inputs
+        variant = launch_variant(target_logits, draft_logits, draft_token_ids, cu, seeds, positions)
+        num_reqs, device = self.num_reqs, self.device
+        out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
+        if not (self.small and self.geo_fixed):
+            def launch_chunk(width: int):
+                geo = geometry(target_logits.shape[1], num_reqs, width, None, tuning.knobs())
+                out_ids = torch.empty((num_reqs, width), dtype=torch.int64, device=device)
+                out_logprobs = (torch.empty((num_reqs, width), dtype=torch.float32, device=device)
+                                if self.want_logprobs else None)
+                chunk = ChunkTensors(*self.inputs, out_ids, out_num, out_logprobs, variant)
+                _launch_chunk(self.ws, chunk, num_reqs, geo, table_written=table_written, **self.flags)
+                return out_ids, out_num, out_logprobs
+            return launch_chunk
+        size = num_reqs * self.max_width
+        ids_store = torch.empty(size, dtype=torch.int64, device=device)
+        logprobs_store = torch.empty(size, dtype=torch.float32, device=device) if self.want_logprobs else None
+        chunk = ChunkTensors(*self.inputs, ids_store, out_num, logprobs_store, variant)
+        kernel = bind_small_batch(self.ws, chunk, num_reqs, self.geo, table_written=table_written,
+                                  **self.flags)
+
+        def launch_small(width: int):
+            kernel(width)
+            used = num_reqs * width
+            out_logprobs = logprobs_store[:used].view(num_reqs, width) if self.want_logprobs else None
+            return ids_store[:used].view(num_reqs, width), out_num, out_logprobs
+        return launch_small
 
 
 class Geometry(NamedTuple):
@@ -168,23 +243,12 @@ def _fits_budget(num_logits: int, vocab_size: int, num_reqs: int, max_chunk_byte
                                                                                  geo.race_blocks))
 
 
-def one_chunk_workspace(num_logits: int, vocab_size: int, num_reqs: int, device: torch.device,
-                        block_size: int | None = None) -> Workspace:
-    """The (kept) workspace of a one-chunk call."""
-    geo = geometry(vocab_size, num_reqs, 1, block_size, tuning.knobs())
-    return reusable_workspace((num_logits, num_logits - num_reqs, num_reqs, geo.num_vblocks, geo.race_blocks),
-                              device)
-
-
 def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, draft_token_ids, cu, temperature,
                 seeds, positions, lengths: Sequence[int] | None, *, method: str, max_chunk_bytes: int | None,
-                block_size: int | None = None, variant: tuple | None = None,
-                table_workspace: Workspace | None = None) -> list[int]:
+                block_size: int | None = None) -> list[int]:
     """Fill preallocated outputs (every entry is written). Arguments must already be checked.
 
     ``lengths`` (host draft lengths) may be None when ``one_chunk`` holds: only a plan needs them.
-    ``variant``: ``launch_variant`` of the arguments, when the caller already has it.
-    ``table_workspace``: a one-chunk workspace whose row table is already written (the value summary).
     Returns the workspace bytes of each chunk (for the memory-bound tests).
     """
     num_logits, vocab_size = target_logits.shape
@@ -198,16 +262,14 @@ def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, dra
                  two_stage=block_method and has_draft)
     side = overlap_stream(target_logits.device)
     num_drafts = num_logits - num_reqs
-    if table_workspace is not None or (side is None and _fits_budget(num_logits, vocab_size, num_reqs,
-                                                                     max_chunk_bytes, block_size)):
+    if side is None and _fits_budget(num_logits, vocab_size, num_reqs, max_chunk_bytes, block_size):
         # The common case: one chunk, the caller's tensors as they are, a reusable workspace.
-        ws = table_workspace or reusable_workspace(
-            (num_logits, num_drafts, num_reqs, geo.num_vblocks, geo.race_blocks), target_logits.device)
-        if variant is None:
-            variant = launch_variant(target_logits, draft_logits, draft_token_ids, cu, seeds, positions)
+        ws = reusable_workspace((num_logits, num_drafts, num_reqs, geo.num_vblocks, geo.race_blocks),
+                                target_logits.device)
+        variant = launch_variant(target_logits, draft_logits, draft_token_ids, cu, seeds, positions)
         chunk = ChunkTensors(target_logits, draft_logits, draft_token_ids, cu, temperature, seeds, positions,
                              out_ids, out_num, out_logprobs, variant)
-        _launch_chunk(ws, chunk, num_reqs, geo, table_written=table_workspace is not None, **flags)
+        _launch_chunk(ws, chunk, num_reqs, geo, **flags)
         return [ws.nbytes]
     if lengths is None:
         raise ValueError("lengths: host draft lengths are needed to plan chunks")

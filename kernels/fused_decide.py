@@ -174,25 +174,40 @@ def small_batch_applies(num_reqs: int, two_stage: bool, num_drafts: int) -> bool
 def launch_small_batch(ws, batch, num_reqs, geo, *, block_method, has_draft, two_stage, want_logprobs,
                        table_written=False):
     """The row table (unless ``table_written``) and then the whole verification of the chunk."""
+    bind_small_batch(ws, batch, num_reqs, geo, block_method=block_method, has_draft=has_draft,
+                     two_stage=two_stage, want_logprobs=want_logprobs,
+                     table_written=table_written)(batch.out_ids.shape[1])
+
+
+def bind_small_batch(ws, batch, num_reqs, geo, *, block_method, has_draft, two_stage, want_logprobs,
+                     table_written=False):
+    """``launch_small_batch`` with every argument bound except the outputs' width: returns
+    ``launch(width)``. ``batch.out_ids`` / ``out_logprobs`` may be any contiguous storage of at least
+    ``num_reqs * width`` entries (the kernel writes them as ``[num_reqs, width]`` row-major), so a
+    caller can allocate and bind before it knows the width (the driver, while its value check is in
+    flight) and then only launch."""
     target = batch.target_logits
-    if not table_written:
-        launch_row_table(ws, batch.cu, batch.temperature, num_reqs, target.shape[0], batch.variant)
     draft = batch.draft_logits if has_draft else target
     out_logprobs = batch.out_logprobs if want_logprobs else batch.out_num
     num_drafts = batch.draft_token_ids.shape[0]
     pass1 = (target.shape[0] + (draft.shape[0] if has_draft else 0)) * ws.num_vblocks
     pass2 = num_drafts * ws.num_vblocks if two_stage else 0
     grid = (pass1 + pass2 + num_reqs * geo.race_blocks,)
-    _small_batch_kernel[grid](
-        target, draft, target.stride(0), draft.stride(0), ws.row_scale, ws.row_req,
-        batch.draft_token_ids, batch.cu, batch.temperature, batch.seeds, batch.positions,
-        ws.blk_max, ws.blk_tail, ws.blk_arg, ws.row_max, ws.row_log_sum, ws.row_arg,
-        ws.logp_before, ws.z_part, ws.tau, ws.residual_logp, ws.done, ws.res_score, ws.res_index, ws.sync,
-        batch.out_ids, batch.out_num, out_logprobs, batch.out_ids.shape[1],
-        target.shape[0], target.shape[1], ws.num_vblocks, num_reqs, pass1, pass2, geo.race_blocks,
+    head = (target, draft, target.stride(0), draft.stride(0), ws.row_scale, ws.row_req,
+            batch.draft_token_ids, batch.cu, batch.temperature, batch.seeds, batch.positions,
+            ws.blk_max, ws.blk_tail, ws.blk_arg, ws.row_max, ws.row_log_sum, ws.row_arg,
+            ws.logp_before, ws.z_part, ws.tau, ws.residual_logp, ws.done, ws.res_score, ws.res_index, ws.sync,
+            batch.out_ids, batch.out_num, out_logprobs)
+    tail = (target.shape[0], target.shape[1], ws.num_vblocks, num_reqs, pass1, pass2, geo.race_blocks)
+    kernel = _small_batch_kernel.bind(grid, dict(
         BLOCK_V=geo.block_v, PAIR_TAIL=tuning.pass1_pair_tail(), RACE_BLOCK=geo.race_block,
         RACE_NVB=geo.race_pow2, BLOCK_METHOD=block_method, HAS_DRAFT=has_draft, TWO_STAGE=two_stage,
         WANT_LOGPROBS=want_logprobs, ROWS=geo.rows_pow2, NVB=geo.nvb_pow2,
         MODE_BLOCK=pass1_block_width(target.shape[1], ws.num_vblocks), num_warps=decide_warps(geo.block_v),
-        variant=batch.variant,
-    )
+    ), batch.variant)
+
+    def launch(width: int):
+        if not table_written:
+            launch_row_table(ws, batch.cu, batch.temperature, num_reqs, target.shape[0], batch.variant)
+        kernel(*head, width, *tail)
+    return launch

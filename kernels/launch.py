@@ -127,6 +127,29 @@ class FastLaunch:
     def __getattr__(self, name):  # everything else (arg_names, fn, ...) is the JIT function's
         return getattr(self.fn, name)
 
+    def bind(self, grid, kwargs, variant=None):
+        """``launch`` split in two: the cache lookup now, the launch when the returned callable gets
+        the runtime arguments (``bound(*args)``). The driver binds while its value check is in flight,
+        so that after the check only the launcher runs. Without a cached kernel for ``variant`` yet,
+        or when ``launch`` would take Triton's path or verify the variant, ``bound`` is ``launch``.
+        Launch hooks are looked at when binding (a profiler attached between the two is missed)."""
+        if (variant is None or CHECK_VARIANTS or not ENABLED or kernels._device.INTERPRETING
+                or _hooks_set()):
+            return lambda *args: self.launch(grid, args, kwargs, variant)
+        device = _current_device()
+        entry = self.cache.get((device, variant, *kwargs.items()))
+        if entry is None:
+            return lambda *args: self.launch(grid, args, kwargs, variant)
+        compiled, constexprs, _ = entry
+        dims = len(grid)
+        x, y, z = grid[0], grid[1] if dims > 1 else 1, grid[2] if dims > 2 else 1
+        run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+
+        def bound(*args):
+            run(x, y, z, current_raw_stream(device), function, metadata, None, None, None, *args, *constexprs)
+            return compiled
+        return bound
+
     def launch(self, grid, args, kwargs, variant=None):
         """``variant``: a caller-made key that determines every specialisation of ``args`` (the
         driver's: dtypes, logit alignment and strides, vocabulary class), so the per-argument key is

@@ -20,3 +20,34 @@ def tuning_env(monkeypatch):
     yield set_knob
     monkeypatch.undo()
     tuning.refresh()
+
+
+@pytest.fixture
+def kernel_launches(monkeypatch):
+    """The names of the kernels launched while the test runs, in order, whichever way the driver
+    launches them (``FastLaunch.launch``, or a launcher from ``FastLaunch.bind``)."""
+    from kernels.launch import FastLaunch
+
+    names: list[str] = []
+    real_launch, real_bind = FastLaunch.launch, FastLaunch.bind
+
+    def name_of(fast) -> str:
+        return getattr(fast.fn, "__name__", None) or fast.fn.fn.__name__
+
+    def launch(self, grid, args, kwargs, variant=None):
+        names.append(name_of(self))
+        return real_launch(self, grid, args, kwargs, variant)
+
+    def bind(self, grid, kwargs, variant=None):
+        bound = real_bind(self, grid, kwargs, variant)
+
+        def recorded(*args):
+            # a launcher that falls back to ``launch`` is recorded there
+            if getattr(bound, "__name__", "") == "bound":
+                names.append(name_of(self))
+            return bound(*args)
+        return recorded
+
+    monkeypatch.setattr(FastLaunch, "launch", launch)
+    monkeypatch.setattr(FastLaunch, "bind", bind)
+    return names

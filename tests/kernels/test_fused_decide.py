@@ -98,3 +98,23 @@ def test_block_without_any_draft_row_takes_the_separate_launches(tuning_env, mon
     assert "launch_decide" in calls, calls
     tuning_env(FUSE, "0")
     _assert_same(_run(batch, "block"), fused, "no drafts")
+
+
+@pytest.mark.parametrize("lengths", [[0], [1], [16], [3, 0, 2], [20, 0], [0, 0, 0, 0]])
+def test_outputs_bound_before_the_check_have_the_checked_shape(lengths, tuning_env):
+    """Small one-chunk calls allocate and bind their outputs before the value check says how wide they
+    are (views of storages sized for the widest allowed). The outputs must still be contiguous
+    ``[R, max_k + 1]`` tensors equal to the separate launches' and to the host-lengths path's, whether
+    the geometry was fixed before the check ([20, 0]: widths 11-21 straddle ROWS 16 / 32) or not."""
+    vocab, dtype = SHAPES[0]
+    batch = make_batch(9500 + sum(lengths), lengths=lengths, vocab=vocab, dtype=dtype, greedy_fraction=0.3)
+    print("seed", batch.seed)
+    width = max(lengths) + 1
+    tuning_env(FUSE, "0")
+    separate = _run(batch, "token")
+    tuning_env(FUSE, "4")
+    for kwargs in ({}, {"draft_lengths": lengths}):
+        out = _run(batch, "token", **kwargs)
+        _assert_same(separate, out, (lengths, kwargs))
+        for tensor in (out[0], out[2]):
+            assert tensor.shape == (len(lengths), width) and tensor.is_contiguous(), (tensor.shape, kwargs)

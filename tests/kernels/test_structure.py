@@ -10,6 +10,8 @@ import kernels
 from kernels.driver import verify_into
 from tests.kernels._batches import DEVICE, make_batch, run_kernel
 
+SUMMARY_KERNEL = "_summarise_values_kernel"  # kernels/validation.py: the value check's launch
+
 
 def assert_structure(batch, out, want_logprobs=False):
     ids, num, logprobs = out
@@ -133,25 +135,20 @@ def _bad_inputs():
 
 
 @pytest.mark.parametrize("batch,kwargs,name", _bad_inputs())
-def test_bad_input_raises_naming_the_argument(batch, kwargs, name, monkeypatch):
-    launched = []
-    import kernels.driver as driver
-
-    monkeypatch.setattr(driver, "verify_into", lambda *a, **k: launched.append(1))
+def test_bad_input_raises_naming_the_argument(batch, kwargs, name, kernel_launches):
     method = kwargs.pop("method", "token")
     with pytest.raises(ValueError, match=name):
         kernels.rejection_sample(*batch.args(), method=method, **kwargs)
-    assert not launched, "raised after a launch"
+    # the value summary is the one launch allowed before the checks pass
+    assert set(kernel_launches) <= {SUMMARY_KERNEL}, f"raised after a launch: {kernel_launches}"
 
 
-def test_good_input_passes_the_checks(monkeypatch):
-    """The bad-input test can fail: the unmodified batch reaches the launch."""
-    import kernels.driver as driver
-
-    launched = []
-    monkeypatch.setattr(driver, "verify_into", lambda *a, **k: launched.append(1))
-    kernels.rejection_sample(*make_batch(25, lengths=[2, 1], vocab=16).args())
-    assert launched
+@pytest.mark.parametrize("kwargs", [{}, {"max_chunk_bytes": 1}, {"draft_lengths": [2, 1]}])
+def test_good_input_passes_the_checks(kwargs, kernel_launches):
+    """The bad-input test can fail: the unmodified batch reaches the verification launches (one
+    chunk, several chunks, host lengths)."""
+    kernels.rejection_sample(*make_batch(25, lengths=[2, 1], vocab=16).args(), **kwargs)
+    assert set(kernel_launches) - {SUMMARY_KERNEL}, kernel_launches
 
 
 @pytest.mark.interpreter
