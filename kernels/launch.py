@@ -130,25 +130,36 @@ class FastLaunch:
     def bind(self, grid, kwargs, variant=None):
         """``launch`` split in two: the cache lookup now, the launch when the returned callable gets
         the runtime arguments (``bound(*args)``). The driver binds while its value check is in flight,
-        so that after the check only the launcher runs. Without a cached kernel for ``variant`` yet,
-        or when ``launch`` would take Triton's path or verify the variant, ``bound`` is ``launch``.
-        Launch hooks are looked at when binding (a profiler attached between the two is missed)."""
-        if (variant is None or CHECK_VARIANTS or not ENABLED or kernels._device.INTERPRETING
-                or _hooks_set()):
+        so that after the check only the launcher runs. Without a ``variant`` or a cached kernel for
+        it yet, or when ``launch`` would take Triton's path, ``bound`` is ``launch``; otherwise it
+        calls the compiled launcher directly (``bound.direct`` is True), after checking the variant
+        against the per-argument key when ``CHECK_VARIANTS`` is set. Launch hooks are looked at when
+        binding (a profiler attached between the two is missed)."""
+        if variant is None or not ENABLED or kernels._device.INTERPRETING or _hooks_set():
             return lambda *args: self.launch(grid, args, kwargs, variant)
         device = _current_device()
         entry = self.cache.get((device, variant, *kwargs.items()))
         if entry is None:
             return lambda *args: self.launch(grid, args, kwargs, variant)
-        compiled, constexprs, _ = entry
+        compiled, constexprs, full_key = entry
         dims = len(grid)
         x, y, z = grid[0], grid[1] if dims > 1 else 1, grid[2] if dims > 2 else 1
         run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+        check = CHECK_VARIANTS
 
         def bound(*args):
+            if check:
+                self._check_variant(variant, full_key, (device, self.spec_key(args), *kwargs.items()))
             run(x, y, z, current_raw_stream(device), function, metadata, None, None, None, *args, *constexprs)
             return compiled
+        bound.direct = True
         return bound
+
+    def _check_variant(self, variant, full_key, full) -> None:
+        if full_key != full:
+            name = getattr(self.fn, "__name__", "kernel")
+            raise AssertionError(f"{name}: variant {variant!r} covers two specialisations: "
+                                 f"{full_key!r} and {full!r}")
 
     def launch(self, grid, args, kwargs, variant=None):
         """``variant``: a caller-made key that determines every specialisation of ``args`` (the
@@ -170,10 +181,8 @@ class FastLaunch:
                 self.cache[key] = (compiled, tuple(kwargs[name] for name in names), full_key)
             return compiled
         compiled, constexprs, full_key = entry
-        if CHECK_VARIANTS and variant is not None and full_key != full:
-            name = getattr(self.fn, "__name__", "kernel")
-            raise AssertionError(f"{name}: variant {variant!r} covers two specialisations: "
-                                 f"{full_key!r} and {full!r}")
+        if CHECK_VARIANTS and variant is not None:
+            self._check_variant(variant, full_key, full)
         dims = len(grid)
         # launch metadata, enter hook, exit hook: none set
         compiled.run(grid[0], grid[1] if dims > 1 else 1, grid[2] if dims > 2 else 1,

@@ -43,7 +43,7 @@ def kernel_launches(monkeypatch):
 
         def recorded(*args):
             # a launcher that falls back to ``launch`` is recorded there
-            if getattr(bound, "__name__", "") == "bound":
+            if getattr(bound, "direct", False):
                 names.append(name_of(self))
             return bound(*args)
         return recorded

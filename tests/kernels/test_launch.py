@@ -120,3 +120,38 @@ def test_variant_skips_the_argument_key_and_the_check_catches_a_wrong_variant(mo
     checked[(1,)](x, 48, BLOCK=16, FLAG=True, variant=("v",))  # same specialisation: fine
     with pytest.raises(AssertionError, match="covers two specialisations"):
         checked[(1,)](x, 1, BLOCK=16, FLAG=True, variant=("v",))  # n == 1 is specialised
+
+
+def test_bind_launches_directly_once_compiled(monkeypatch):
+    """``bind`` falls back to ``launch`` until the variant is compiled; afterwards the bound launcher
+    calls the compiled kernel with Triton's argument list and never goes through Triton's path."""
+    _fast_path(monkeypatch, check=False)
+    jit = FakeJit()
+    fast = launch.FastLaunch(jit)
+    x = torch.zeros(8)
+    kwargs = dict(BLOCK=16, FLAG=True, num_warps=4)
+    cold = fast.bind((3,), kwargs, variant=("v",))
+    assert not getattr(cold, "direct", False)
+    compiled = cold(x, 32)
+    assert len(jit.slow_calls) == 1 and not compiled.launches
+    warm = fast.bind((3, 2), kwargs, variant=("v",))
+    assert warm.direct and warm(x, 48) is compiled and len(jit.slow_calls) == 1
+    assert compiled.launches == [(3, 2, 1, 1234, "fn", "meta", None, None, None, x, 48, 16, True)]
+    assert not getattr(fast.bind((3,), kwargs, variant=None), "direct", False)  # no variant: no trust
+
+
+def test_bound_launcher_checks_its_variant(monkeypatch):
+    """With ``CHECK_VARIANTS`` (every pytest run) the direct launcher still compares the variant with
+    the per-argument key, so tests on a GPU exercise the direct path and still catch a wrong variant."""
+    _fast_path(monkeypatch, check=True)
+    jit = FakeJit()
+    fast = launch.FastLaunch(jit)
+    x = torch.zeros(8)
+    kwargs = dict(BLOCK=16, FLAG=True)
+    fast.bind((1,), kwargs, variant=("v",))(x, 32)
+    bound = fast.bind((1,), kwargs, variant=("v",))
+    assert bound.direct
+    bound(x, 48)  # same specialisation: fine
+    with pytest.raises(AssertionError, match="covers two specialisations"):
+        bound(x, 1)  # n == 1 is specialised
+    assert len(jit.slow_calls) == 1
