@@ -24,12 +24,12 @@ _WORDS_PER_ROW = 5  # row_max, row_log_sum, row_arg, row_scale, row_req
 _WORDS_PER_DRAFT_BLOCK = 1  # z_part
 _WORDS_PER_DRAFT = 1  # logp_before
 _WORDS_PER_REQ_BLOCK = 2  # res_score, res_index (per block of the sampling race)
-# tau, residual_logp, done (race blocks finished), and SYNC_WORDS charged to every request (an upper
-# bound: a chunk holds them once)
-_WORDS_PER_REQ = 3 + 3
 # Counters of the small-batch launch (kernels/fused_decide.py) after ``done``, zeroed with it by the
 # row table: the ticket (programs in start order), finished pass-1 programs, finished pass-2 programs.
 SYNC_WORDS = 3
+# tau, residual_logp, done (race blocks finished), and SYNC_WORDS charged to every request (an upper
+# bound: a chunk holds them once)
+_WORDS_PER_REQ = 3 + SYNC_WORDS
 
 
 def workspace_words(num_target_rows: int, num_drafts: int, num_reqs: int, num_vblocks: int,

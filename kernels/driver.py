@@ -132,6 +132,13 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
     return out_ids, out_num, out_logprobs
 
 
+def launch_flags(method: str, has_draft: bool, want_logprobs: bool) -> dict:
+    """The keyword flags of ``_launch_chunk`` (and the small-batch launch) for a call."""
+    block_method = method == "block"
+    return dict(block_method=block_method, has_draft=has_draft, want_logprobs=want_logprobs,
+                two_stage=block_method and has_draft)
+
+
 class OneChunkCall:
     """A call that runs as one chunk, split around its value check so that only the launches wait
     for it: construct (the kept workspace, whose row table the value summary writes), then
@@ -161,10 +168,7 @@ class OneChunkCall:
         self.geo_fixed = self.geo == geometry(vocab_size, num_reqs, narrowest, None, knobs)
         self.ws = reusable_workspace((num_logits, num_drafts, num_reqs, self.geo.num_vblocks,
                                       self.geo.race_blocks), self.device)
-        block_method = method == "block"
-        has_draft = draft_logits is not None
-        self.flags = dict(block_method=block_method, has_draft=has_draft, want_logprobs=want_logprobs,
-                          two_stage=block_method and has_draft)
+        self.flags = launch_flags(method, draft_logits is not None, want_logprobs)
         self.inputs = (target_logits, draft_logits, draft_token_ids, cu, temperature, seeds, positions)
         self.small = small_batch_applies(num_reqs, self.flags["two_stage"], num_drafts)
 
@@ -257,9 +261,7 @@ def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, dra
         return []
     geo = geometry(vocab_size, num_reqs, out_ids.shape[1], block_size, tuning.knobs())
     has_draft = draft_logits is not None
-    block_method = method == "block"
-    flags = dict(block_method=block_method, has_draft=has_draft, want_logprobs=out_logprobs is not None,
-                 two_stage=block_method and has_draft)
+    flags = launch_flags(method, has_draft, out_logprobs is not None)
     side = overlap_stream(target_logits.device)
     num_drafts = num_logits - num_reqs
     if side is None and _fits_budget(num_logits, vocab_size, num_reqs, max_chunk_bytes, block_size):
