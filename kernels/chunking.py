@@ -151,6 +151,15 @@ def reusable_workspace(sizes: tuple[int, int, int, int, int], device: torch.devi
     return ws
 
 
+def kept_plans() -> dict:
+    """This thread's call plans (kernels/call_plan.py): they hold workspaces, so they live here."""
+    plans = getattr(_reuse, "plans", None)
+    if plans is None:
+        plans = _reuse.plans = {}
+    return plans
+
+
 def release_workspaces() -> None:
-    """Drop the workspaces this thread keeps for reuse."""
+    """Drop the workspaces this thread keeps for reuse (and the call plans that hold some)."""
     _reuse.entries = {}
+    _reuse.plans = {}

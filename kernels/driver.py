@@ -18,7 +18,8 @@ Host cost is kept low because small batches are launch-bound: launch parameters 
 layout (``geometry``), the workspace of a one-chunk call is reused (``chunking.reusable_workspace``),
 and ``FastLaunch`` is given a per-chunk ``launch_variant`` instead of keying every argument. A
 one-chunk call (``OneChunkCall``) allocates and binds while its value check is in flight, so that
-after the check a small batch only makes two tensor views and one launch.
+after the check a small batch only makes two tensor views and one launch; a small call whose layout
+repeats runs its kept plan (``call_plan``), which skips the metadata checks and the binding too.
 
 With ``SPECFUZZ_OVERLAP=1`` on CUDA (opt-in; measured without gain, docs/kernels.md), a chunk of many
 requests is split into parts and step 4 (ALU-bound) runs on a high-priority side stream, overlapping
@@ -29,23 +30,21 @@ copy ``validation.check_values`` makes (skipped when the caller passes ``draft_l
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import kernels._device  # noqa: F401
 import numpy as np
 import torch
-import triton
 
-from kernels import tuning
+from kernels import call_plan, tuning
 from kernels.chunking import Workspace, plan_for_budget, reusable_workspace, workspace_bytes_per_logit_row
 from kernels.decide import launch_decide
+from kernels.geometry import geometry
 from kernels.fused_decide import bind_small_batch, launch_small_batch, small_batch_applies
 from kernels.launch import arg_spec
 from kernels.residual_mass import launch_residual_mass
-from kernels.residual_sample import launch_residual_sample, race_block_size
+from kernels.residual_sample import launch_residual_sample
 from kernels.row_stats import launch_row_stats
 from kernels.validation import PendingCheck, check_metadata, check_rows, check_values
 
@@ -93,16 +92,20 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
     ints or a NumPy integer array, optional) skips the one device-to-host copy; the caller then vouches
     for ``cu``, the draft ids and the temperatures (docs/kernels.md, "Bad input").
     """
-    host = check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature,
-                          seeds, positions, method, max_chunk_bytes, want_logprobs, draft_lengths)
+    inputs = (target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature, seeds,
+              positions)
+    key = call_plan.layout_key(*inputs, method, max_chunk_bytes, want_logprobs, draft_lengths is not None)
+    plan = call_plan.find(key)
+    if plan is not None:  # a repeated small layout: metadata known good, values checked as below
+        return plan.run(*inputs, draft_lengths, validate)
+    host = check_metadata(*inputs, method, max_chunk_bytes, want_logprobs, draft_lengths)
     num_logits, vocab_size = target_logits.shape
     num_reqs = cu_num_draft_tokens.numel() - 1
     device = target_logits.device
     if num_reqs and one_chunk(num_logits, vocab_size, num_reqs, max_chunk_bytes, device):
         # One chunk, so no plan and no host-side lengths: the summary launch also writes the row
         # table, and everything the launches need is prepared while the summary is in flight.
-        call = OneChunkCall(target_logits, draft_logits, draft_token_ids, cu_num_draft_tokens, temperature,
-                            seeds, positions, method, want_logprobs)
+        call = OneChunkCall(*inputs, method, want_logprobs)
         if draft_lengths is None:
             pending = PendingCheck(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size,
                                    want_lengths=False, table=call.ws)
@@ -113,7 +116,9 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
             max_k = int(host.max())
         if validate:
             check_rows(target_logits, draft_logits)
-        return launch(max_k + 1)
+        result = launch(max_k + 1)
+        call_plan.keep(key, call, host_lengths=draft_lengths is not None)
+        return result
     out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
     if draft_lengths is None:
         max_k, lengths = check_values(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size)
@@ -176,6 +181,7 @@ class OneChunkCall:
         """Returns ``launch(width) -> (output_token_ids, num_emitted, logprobs_or_None)``."""
         target_logits, draft_logits, draft_token_ids, cu, temperature, seeds, positions = self.inputs
         variant = launch_variant(target_logits, draft_logits, draft_token_ids, cu, seeds, positions)
+        self.variant = variant  # kept for a call plan (call_plan.keep)
         num_reqs, device = self.num_reqs, self.device
         out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
         if not (self.small and self.geo_fixed):
@@ -201,33 +207,6 @@ class OneChunkCall:
             out_logprobs = logprobs_store[:used].view(num_reqs, width) if self.want_logprobs else None
             return ids_store[:used].view(num_reqs, width), out_num, out_logprobs
         return launch_small
-
-
-class Geometry(NamedTuple):
-    """Launch parameters that depend only on the vocabulary, the request count and the output width."""
-
-    block_v: int
-    num_vblocks: int
-    race_block: int
-    race_blocks: int
-    nvb_pow2: int
-    race_pow2: int
-    rows_pow2: int
-
-
-@functools.lru_cache(maxsize=512)
-def geometry(vocab_size: int, num_reqs: int, width: int, block_size: int | None,
-             knobs: tuning.Knobs) -> Geometry:
-    """Cached per layout (``knobs``, the environment overrides, are part of the key)."""
-    block_v = block_size or tuning.fit_block(knobs.block_v, vocab_size)
-    race_block = race_block_size(num_reqs, vocab_size, block_size or tuning.fit_block(knobs.race_block_v,
-                                                                                       vocab_size))
-    num_vblocks, race_blocks = triton.cdiv(vocab_size, block_v), triton.cdiv(vocab_size, race_block)
-    # Floors keep the number of compiled variants small (one per dtype/method for common shapes).
-    return Geometry(block_v, num_vblocks, race_block, race_blocks,
-                    nvb_pow2=max(64, triton.next_power_of_2(num_vblocks)),
-                    race_pow2=max(64, triton.next_power_of_2(race_blocks)),
-                    rows_pow2=max(16, triton.next_power_of_2(width)))
 
 
 def one_chunk(num_logits: int, vocab_size: int, num_reqs: int, max_chunk_bytes: int | None,

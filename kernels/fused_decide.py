@@ -187,27 +187,57 @@ def bind_small_batch(ws, batch, num_reqs, geo, *, block_method, has_draft, two_s
     caller can allocate and bind before it knows the width (the driver, while its value check is in
     flight) and then only launch."""
     target = batch.target_logits
-    draft = batch.draft_logits if has_draft else target
-    out_logprobs = batch.out_logprobs if want_logprobs else batch.out_num
-    num_drafts = batch.draft_token_ids.shape[0]
-    pass1 = (target.shape[0] + (draft.shape[0] if has_draft else 0)) * ws.num_vblocks
-    pass2 = num_drafts * ws.num_vblocks if two_stage else 0
-    grid = (pass1 + pass2 + num_reqs * geo.race_blocks,)
-    head = (target, draft, target.stride(0), draft.stride(0), ws.row_scale, ws.row_req,
-            batch.draft_token_ids, batch.cu, batch.temperature, batch.seeds, batch.positions,
-            ws.blk_max, ws.blk_tail, ws.blk_arg, ws.row_max, ws.row_log_sum, ws.row_arg,
-            ws.logp_before, ws.z_part, ws.tau, ws.residual_logp, ws.done, ws.res_score, ws.res_index, ws.sync,
-            batch.out_ids, batch.out_num, out_logprobs)
-    tail = (target.shape[0], target.shape[1], ws.num_vblocks, num_reqs, pass1, pass2, geo.race_blocks)
-    kernel = _small_batch_kernel.bind(grid, dict(
-        BLOCK_V=geo.block_v, PAIR_TAIL=tuning.pass1_pair_tail(), RACE_BLOCK=geo.race_block,
-        RACE_NVB=geo.race_pow2, BLOCK_METHOD=block_method, HAS_DRAFT=has_draft, TWO_STAGE=two_stage,
-        WANT_LOGPROBS=want_logprobs, ROWS=geo.rows_pow2, NVB=geo.nvb_pow2,
-        MODE_BLOCK=pass1_block_width(target.shape[1], ws.num_vblocks), num_warps=decide_warps(geo.block_v),
-    ), batch.variant)
+    draft_stride = batch.draft_logits.stride(0) if has_draft else None
+    small = SmallBatchLaunch(ws, num_reqs, geo, (*target.shape, target.stride(0)), draft_stride,
+                             batch.draft_token_ids.shape[0], block_method=block_method, two_stage=two_stage,
+                             want_logprobs=want_logprobs, variant=batch.variant)
+    inputs = (batch.target_logits, batch.draft_logits, batch.draft_token_ids, batch.cu, batch.temperature,
+              batch.seeds, batch.positions)
+    outputs = (batch.out_ids, batch.out_num, batch.out_logprobs)
 
     def launch(width: int):
         if not table_written:
-            launch_row_table(ws, batch.cu, batch.temperature, num_reqs, target.shape[0], batch.variant)
-        kernel(*head, width, *tail)
+            launch_row_table(ws, batch.cu, batch.temperature, num_reqs, batch.target_logits.shape[0],
+                             batch.variant)
+        small(*inputs, *outputs, width)
     return launch
+
+
+class SmallBatchLaunch:
+    """The single launch of a small chunk with everything its layout fixes bound: the workspace, the
+    grid, the counts, the constexprs and (through ``FastLaunch.bind``) the compiled kernel.
+    ``target_layout``: ``(rows, vocab_size, row stride)`` of the target logits; ``draft_stride``: the
+    draft logits' row stride, None without draft logits. A call passes only the tensors that change
+    from call to call: ``(target, draft or None, draft_ids, cu, temperature, seeds, positions, out_ids,
+    out_num, out_logprobs or None, width)``, where the logits have the layout, dtypes and alignment it
+    was bound with (``variant``) and the outputs are contiguous storages of at least
+    ``num_reqs * width`` entries. The row table must be written (by the value summary or
+    ``launch_row_table``) before each launch. ``direct``: the compiled kernel is called directly."""
+
+    def __init__(self, ws, num_reqs, geo, target_layout, draft_stride, num_drafts, *, block_method, two_stage,
+                 want_logprobs, variant):
+        has_draft = draft_stride is not None
+        num_rows, vocab_size, target_stride = target_layout
+        pass1 = (num_rows + (num_drafts if has_draft else 0)) * ws.num_vblocks
+        pass2 = num_drafts * ws.num_vblocks if two_stage else 0
+        grid = (pass1 + pass2 + num_reqs * geo.race_blocks,)
+        self.has_draft, self.want_logprobs = has_draft, want_logprobs
+        self.strides = (target_stride, draft_stride if has_draft else target_stride)
+        self.workspace = (ws.row_scale, ws.row_req)
+        self.statistics = (ws.blk_max, ws.blk_tail, ws.blk_arg, ws.row_max, ws.row_log_sum, ws.row_arg,
+                           ws.logp_before, ws.z_part, ws.tau, ws.residual_logp, ws.done, ws.res_score,
+                           ws.res_index, ws.sync)
+        self.tail = (num_rows, vocab_size, ws.num_vblocks, num_reqs, pass1, pass2, geo.race_blocks)
+        self.kernel = _small_batch_kernel.bind(grid, dict(
+            BLOCK_V=geo.block_v, PAIR_TAIL=tuning.pass1_pair_tail(), RACE_BLOCK=geo.race_block,
+            RACE_NVB=geo.race_pow2, BLOCK_METHOD=block_method, HAS_DRAFT=has_draft, TWO_STAGE=two_stage,
+            WANT_LOGPROBS=want_logprobs, ROWS=geo.rows_pow2, NVB=geo.nvb_pow2,
+            MODE_BLOCK=pass1_block_width(vocab_size, ws.num_vblocks), num_warps=decide_warps(geo.block_v),
+        ), variant)
+        self.direct = getattr(self.kernel, "direct", False)
+
+    def __call__(self, target, draft, draft_ids, cu, temperature, seeds, positions, out_ids, out_num,
+                 out_logprobs, width):
+        self.kernel(target, draft if self.has_draft else target, *self.strides, *self.workspace, draft_ids,
+                    cu, temperature, seeds, positions, *self.statistics, out_ids, out_num,
+                    out_logprobs if self.want_logprobs else out_num, width, *self.tail)

@@ -185,6 +185,13 @@ def launch_row_table(ws, cu, temperature, num_reqs, num_target_rows, variant=Non
                                    num_target_rows, BLOCK=TABLE_BLOCK, variant=variant)
 
 
+def bind_row_table(ws, num_reqs, num_target_rows, variant):
+    """``launch_row_table`` with its layout bound: returns ``launch(cu, temperature)``."""
+    kernel = _row_table_kernel.bind((num_reqs,), dict(BLOCK=TABLE_BLOCK), variant)
+    tail = (ws.row_scale, ws.row_req, ws.done, ws.sync, num_target_rows)
+    return lambda cu, temperature: kernel(cu, temperature, *tail)
+
+
 def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs, block_v, variant=None,
                      table_written=False):
     """Fill the row table (unless ``table_written``: the value summary did), then

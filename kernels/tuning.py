@@ -2,8 +2,9 @@
 
 Results do not depend on them beyond float32 ties (randomness is keyed by vocabulary index, never by
 block). ``SPECFUZZ_BLOCK_V``, ``SPECFUZZ_STATS_WARPS``, ``SPECFUZZ_RACE_WARPS``, ``SPECFUZZ_RACE_MAXNREG``
-(a register cap for the race kernel) and ``SPECFUZZ_FUSE_DECIDE_MAX_REQS`` (the largest chunk whose
-decide stages run fused into the passes) override them;
+(a register cap for the race kernel), ``SPECFUZZ_FUSE_DECIDE_MAX_REQS`` (the largest chunk verified
+in one launch) and ``SPECFUZZ_CALL_PLANS=0`` (no per-layout call plans, kernels/call_plan.py)
+override them;
 ``SPECFUZZ_PASS1_TAIL`` picks how pass 1 keeps a near-one-hot block's tail (``branch``, the default,
 or ``pair``: see ``pass1_pair_tail``). They are read once (``refresh()`` re-reads them).
 """
@@ -28,13 +29,16 @@ class Knobs:
     pass1_tail: str
     race_maxnreg: int
     fuse_decide_max_reqs: int
+    call_plans: bool
 
 
 _knobs: Knobs | None = None
+# Bumped by every ``refresh()``: what was derived from the old knobs (kernels/call_plan.py) is stale.
+generation = 0
 
 
 def refresh() -> Knobs:
-    global _knobs
+    global _knobs, generation
     interpreting = kernels._device.INTERPRETING
     env = os.environ
     knobs_read = Knobs(
@@ -46,10 +50,12 @@ def refresh() -> Knobs:
         pass1_tail=env.get("SPECFUZZ_PASS1_TAIL", "branch"),
         race_maxnreg=int(env.get("SPECFUZZ_RACE_MAXNREG", 0)),
         fuse_decide_max_reqs=int(env.get("SPECFUZZ_FUSE_DECIDE_MAX_REQS", FUSE_DECIDE_MAX_REQS)),
+        call_plans=env.get("SPECFUZZ_CALL_PLANS", "1") != "0",
     )
     if knobs_read.pass1_tail not in PASS1_TAILS:
         raise ValueError(f"SPECFUZZ_PASS1_TAIL={knobs_read.pass1_tail!r}: expected one of {PASS1_TAILS}")
     _knobs = knobs_read
+    generation += 1
     return _knobs
 
 

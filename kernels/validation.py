@@ -95,13 +95,19 @@ def check_metadata(target_logits, draft_logits, draft_token_ids, cu_num_draft_to
     if not isinstance(want_logprobs, bool):
         _fail("want_logprobs", f"must be a bool, got {want_logprobs!r}")
     if draft_lengths is not None:
-        lengths = host_lengths(draft_lengths)
-        if lengths is None or lengths.size != num_reqs or (lengths.size and lengths.min() < 0):
-            _fail("draft_lengths", f"must be {num_reqs} non-negative host ints")
-        if int(lengths.sum()) != num_drafts:
-            _fail("draft_lengths", f"sum {int(lengths.sum())} != num_draft_total {num_drafts}")
-        return lengths
+        return check_host_lengths(draft_lengths, num_reqs, num_drafts)
     return None
+
+
+def check_host_lengths(draft_lengths, num_reqs: int, num_drafts: int) -> np.ndarray:
+    """``draft_lengths`` as an int64 array: ``num_reqs`` non-negative host ints summing to ``num_drafts``."""
+    lengths = host_lengths(draft_lengths)
+    if lengths is None or lengths.size != num_reqs or (lengths.size and lengths.min() < 0):
+        _fail("draft_lengths", f"must be {num_reqs} non-negative host ints")
+    total = int(lengths.sum())
+    if total != num_drafts:
+        _fail("draft_lengths", f"sum {total} != num_draft_total {num_drafts}")
+    return lengths
 
 
 def host_lengths(draft_lengths) -> np.ndarray | None:
@@ -256,20 +262,60 @@ class PendingCheck:
         if self._stream is not None:
             self._stream.synchronize()
         summary = self._host[:self._size].numpy()
-        cu0, cu_end, min_step, max_step, low, high, bad = summary[:SUMMARY_SCALARS].tolist()
+        max_step = check_summary(summary, self.num_drafts, self.vocab_size)
         lengths = np.diff(summary[SUMMARY_SCALARS:]) if self.want_lengths else None
-        if cu0 != 0:
-            _fail("cu_num_draft_tokens", f"must start at 0, starts at {cu0}")
-        if min_step < 0:
-            _fail("cu_num_draft_tokens", "must be non-decreasing")
-        if cu_end != self.num_drafts:
-            _fail("cu_num_draft_tokens", f"ends at {cu_end}, expected num_draft_total = {self.num_drafts}")
-        if self.num_drafts and (low < -1 or high >= self.vocab_size):
-            _fail("draft_token_ids",
-                  f"ids must lie in [0, {self.vocab_size}) (or be -1 padding), got range [{low}, {high}]")
-        if bad:
-            _fail("temperature", f"{bad} entries are negative or NaN")
         return CheckedValues(max_step, lengths)
+
+
+def check_summary(summary: np.ndarray, num_drafts: int, vocab_size: int) -> int:
+    """The verdict on a value summary (``_summarise_values_kernel``'s scalars, read on the host):
+    ``ValueError`` naming the argument on a bad value, else the longest draft."""
+    cu0, cu_end, min_step, max_step, low, high, bad = summary[:SUMMARY_SCALARS].tolist()
+    if cu0 != 0:
+        _fail("cu_num_draft_tokens", f"must start at 0, starts at {cu0}")
+    if min_step < 0:
+        _fail("cu_num_draft_tokens", "must be non-decreasing")
+    if cu_end != num_drafts:
+        _fail("cu_num_draft_tokens", f"ends at {cu_end}, expected num_draft_total = {num_drafts}")
+    if num_drafts and (low < -1 or high >= vocab_size):
+        _fail("draft_token_ids",
+              f"ids must lie in [0, {vocab_size}) (or be -1 padding), got range [{low}, {high}]")
+    if bad:
+        _fail("temperature", f"{bad} entries are negative or NaN")
+    return max_step
+
+
+class BoundSummary:
+    """The one-chunk value summary (which also writes the row table into ``table``) with its layout
+    bound, for ``kernels/call_plan.py``: ``launch(cu, draft_ids, temperature)`` queues it, ``verdict()``
+    waits for it and checks it as ``PendingCheck.result`` does (the longest draft, or ``ValueError``).
+    Only where the summary needs no copy (``applies``): stored by the kernel into pinned host
+    memory on CUDA, or a host tensor under the interpreter."""
+
+    def __init__(self, cu, draft_token_ids, vocab_size: int, table):
+        device = cu.device
+        self.num_reqs, self.num_drafts, self.vocab_size = cu.numel() - 1, draft_token_ids.numel(), vocab_size
+        on_device, host = _summary_buffers(device, SUMMARY_SCALARS)
+        self.out = host
+        self.summary = host[:SUMMARY_SCALARS].numpy()  # a view: read after the wait
+        self.stream = current_stream(device_index(device)) if device.type == "cuda" else None
+        self.tail = (table.row_scale, table.row_req, table.done, table.sync, self.num_reqs, self.num_drafts)
+        self.kernel = _summarise_values_kernel.bind(
+            (self.num_reqs,), dict(BLOCK=1024, SCALARS=SUMMARY_SCALARS, COPY_CU=False, WRITE_TABLE=True,
+                                   TABLE_BLOCK=TABLE_BLOCK),
+            ("summary", cu.dtype, draft_token_ids.dtype, self.num_reqs + self.num_drafts < 2**31))
+
+    @staticmethod
+    def applies(device: torch.device) -> bool:
+        return device.type != "cuda" or _ZERO_COPY
+
+    def launch(self, cu, draft_token_ids, temperature) -> None:
+        self.kernel(cu, draft_token_ids, temperature, self.out, *self.tail)
+
+    def verdict(self) -> int:
+        if self.stream is not None:
+            self.stream.synchronize()
+        return check_summary(self.summary, self.num_drafts, self.vocab_size)
 
 
 def check_values(draft_token_ids, cu_num_draft_tokens, temperature, vocab_size: int,

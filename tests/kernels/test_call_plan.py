@@ -1,0 +1,198 @@
+"""Call plans (kernels/call_plan.py): a repeated small layout runs its kept plan, bit for bit the full
+path's result; the plan still checks every value; any metadata change misses it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import kernels
+from kernels import call_plan
+from kernels.chunking import kept_plans, release_workspaces
+from tests.kernels._batches import DEVICE, make_batch
+from tests.kernels.test_structure import SUMMARY_KERNEL, _bad_inputs
+
+LAYOUTS = {
+    "one request": [3],
+    "ragged, fixed geometry": [2, 0, 3],
+    # widths 11-21 straddle the ROWS bucket 16 / 32: the verification launch is bound per checked width
+    "ragged, width-dependent geometry": [20, 0],
+}
+
+
+@pytest.fixture
+def plan_runs(monkeypatch):
+    """How many calls ran a kept plan."""
+    runs = []
+    real = call_plan.CallPlan.run
+
+    def run(self, *args):
+        runs.append(self)
+        return real(self, *args)
+
+    monkeypatch.setattr(call_plan.CallPlan, "run", run)
+    return runs
+
+
+def _call(batch, lengths_on_host, **kwargs):
+    lengths = list(batch.lengths) if lengths_on_host else None
+    return kernels.rejection_sample(*batch.args(), draft_lengths=lengths, **kwargs)
+
+
+def _same(a, b, what):
+    for x, y in zip(a, b, strict=True):
+        assert (x is None and y is None) or torch.equal(x, y), what
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("method,with_draft,want_logprobs", [("token", True, True), ("block", True, False),
+                                                             ("block", False, True)])
+@pytest.mark.parametrize("lengths_on_host", [False, True])
+def test_a_repeated_layout_runs_its_plan_bit_for_bit(layout, method, with_draft, want_logprobs,
+                                                     lengths_on_host, tuning_env, plan_runs):
+    lengths = LAYOUTS[layout]
+    seed = 4100
+    print("seeds", seed, seed + 1)
+    first, later = (make_batch(seed + i, lengths=lengths, vocab=40, with_draft=with_draft) for i in range(2))
+    kwargs = dict(method=method, want_logprobs=want_logprobs)
+    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    want = _call(later, lengths_on_host, **kwargs)
+    tuning_env("SPECFUZZ_CALL_PLANS", "1")
+    release_workspaces()
+    _call(first, lengths_on_host, **kwargs)  # full path: keeps the plan
+    assert len(kept_plans()) == 1 and not plan_runs
+    got = _call(later, lengths_on_host, **kwargs)
+    assert len(plan_runs) == 1, "the repeated layout did not run its plan"
+    _same(want, got, (layout, method, with_draft, want_logprobs, lengths_on_host))
+
+
+def test_a_plan_follows_the_checked_width(tuning_env, plan_runs):
+    """Same layout (shapes), different draft lengths: the width, and here the geometry, change."""
+    wide, narrow = make_batch(4200, lengths=[20, 0], vocab=40), make_batch(4201, lengths=[10, 10], vocab=40)
+    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    want = kernels.rejection_sample(*narrow.args(), method="block")
+    tuning_env("SPECFUZZ_CALL_PLANS", "1")
+    release_workspaces()
+    kernels.rejection_sample(*wide.args(), method="block")
+    got = kernels.rejection_sample(*narrow.args(), method="block")
+    assert len(plan_runs) == 1 and got[0].shape == (2, 11)
+    _same(want, got, "narrow after wide")
+
+
+@pytest.mark.parametrize("batch,kwargs,name", _bad_inputs())
+def test_bad_input_after_a_good_call_of_the_layout(batch, kwargs, name, kernel_launches):
+    """Every bad input of the structural test, right after the well-formed batch of the same layout
+    kept its plan: metadata changes miss the plan, value errors are caught by the plan's own checks;
+    either way a ValueError naming the argument, and no launch but the value summary."""
+    method = kwargs.pop("method", "token")
+    release_workspaces()
+    good = make_batch(25, lengths=[2, 1], vocab=16)
+    extra = {key: value for key, value in kwargs.items() if key == "draft_lengths"}
+    if extra:
+        kernels.rejection_sample(*good.args(), draft_lengths=[2, 1])
+    else:
+        kernels.rejection_sample(*good.args())
+    assert len(kept_plans()) == 1
+    kernel_launches.clear()
+    with pytest.raises(ValueError, match=name):
+        kernels.rejection_sample(*batch.args(), method=method, **kwargs)
+    assert set(kernel_launches) <= {SUMMARY_KERNEL}, f"raised after a launch: {kernel_launches}"
+
+
+def test_value_errors_are_caught_by_the_plan(plan_runs):
+    """The bad-input test above can fail to reach the plan; these value errors must go through it."""
+    release_workspaces()
+    good = make_batch(25, lengths=[2, 1], vocab=16)
+    kernels.rejection_sample(*good.args())
+    for field, value, name in (("draft_token_ids", [0, 16, 3], "draft_token_ids"),
+                               ("temperature", [1.0, float("nan")], "temperature"),
+                               ("cu_num_draft_tokens", [0, 2, 1], "cu_num_draft_tokens")):
+        bad = good.clone()
+        old = getattr(bad, field)
+        setattr(bad, field, torch.tensor(value, dtype=old.dtype, device=DEVICE))
+        with pytest.raises(ValueError, match=name):
+            kernels.rejection_sample(*bad.args())
+    assert len(plan_runs) == 3
+    kernels.rejection_sample(*good.args(), draft_lengths=[2, 1])
+    with pytest.raises(ValueError, match="draft_lengths"):
+        kernels.rejection_sample(*good.args(), draft_lengths=[3, 0, 0])
+    with pytest.raises(ValueError, match="draft_lengths"):
+        kernels.rejection_sample(*good.args(), draft_lengths=np.array([4, -1]))
+    assert len(plan_runs) == 5
+
+
+def test_the_key_covers_what_the_metadata_checks_read():
+    """Every metadata change gives another key (or the full path); legal changes too (a new plan)."""
+    good = make_batch(25, lengths=[2, 1], vocab=16)
+    args = good.args()
+    plain = ("token", 1 << 30, False, False)
+    base = call_plan.layout_key(*args, *plain)
+    assert base is not None and base == call_plan.layout_key(*good.clone().args(), *plain)
+    t, d, ids, cu, temp, seeds, pos = args
+    changed = {
+        "target dtype": (t.half(), d.half(), ids, cu, temp, seeds, pos),
+        "target stride": (t.t().contiguous().t(), d, ids, cu, temp, seeds, pos),
+        "target alignment": (torch.cat([t.new_zeros(1), t.flatten()])[1:].view(t.shape), d, ids, cu, temp,
+                             seeds, pos),
+        "no draft logits": (t, None, ids, cu, temp, seeds, pos),
+        "ids dtype": (t, d, ids.int(), cu, temp, seeds, pos),
+        "cu dtype": (t, d, ids, cu.long(), temp, seeds, pos),
+        "temperature dtype": (t, d, ids, cu, temp.double(), seeds, pos),
+        "temperature stride": (t, d, ids, cu, torch.stack([temp, temp], 1)[:, 0], seeds, pos),
+        "seeds dtype": (t, d, ids, cu, temp, seeds.int(), pos),
+        "positions shape": (t, d, ids, cu, temp, seeds, pos[:1]),
+    }
+    for what, changed_args in changed.items():
+        assert call_plan.layout_key(*changed_args, *plain) != base, what
+    for extra in (("block", 1 << 30, False, False), ("token", None, False, False),
+                  ("token", 1 << 30, True, False), ("token", 1 << 30, False, True)):
+        assert call_plan.layout_key(*args, *extra) != base, extra
+    for odd in (("token", True, False, False), ("token", 1 << 30, 1, False),
+                (["token"], 1 << 30, False, False)):
+        assert call_plan.layout_key(*args, *odd) is None, odd  # check_metadata rejects or must look
+    assert call_plan.layout_key(t, d, ids.tolist(), cu, temp, seeds, pos, "token", 1, False, False) is None
+
+
+def test_plans_are_dropped_and_follow_the_knobs(tuning_env, plan_runs):
+    good = make_batch(25, lengths=[2, 1], vocab=16)
+    release_workspaces()
+    kernels.rejection_sample(*good.args())
+    assert len(kept_plans()) == 1
+    release_workspaces()
+    assert not kept_plans()
+    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    kernels.rejection_sample(*good.args())
+    kernels.rejection_sample(*good.args())
+    assert not kept_plans() and not plan_runs
+    tuning_env("SPECFUZZ_CALL_PLANS", "1")
+    kernels.rejection_sample(*good.args())
+    tuning_env("SPECFUZZ_FUSE_DECIDE_MAX_REQS", "4")  # a refresh: the kept plan is stale
+    kernels.rejection_sample(*good.args())
+    assert not plan_runs and len(kept_plans()) == 2
+    many = make_batch(26, lengths=[1] * 5, vocab=16)  # 5 requests: not a small batch, no plan
+    kernels.rejection_sample(*many.args())
+    assert len(kept_plans()) == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("vocab,dtype", [(32000, torch.bfloat16), (262144, torch.float32)])
+@pytest.mark.parametrize("method,with_draft", [("token", True), ("block", True), ("token", False)])
+def test_gpu_plans_launch_directly_and_match_the_full_path(vocab, dtype, method, with_draft, tuning_env,
+                                                           plan_runs):
+    """On the GPU the plan's launches call the compiled kernels directly (checked against Triton's
+    specialisation under SPECFUZZ_FAST_LAUNCH_CHECK=1, as in every pytest run), and five calls with
+    new values each equal the full path bit for bit."""
+    batches = [make_batch(4300 + i, lengths=[8], vocab=vocab, dtype=dtype, with_draft=with_draft,
+                          device="cuda") for i in range(6)]
+    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    want = [kernels.rejection_sample(*b.args(), method=method, want_logprobs=True) for b in batches[1:]]
+    tuning_env("SPECFUZZ_CALL_PLANS", "1")
+    release_workspaces()
+    kernels.rejection_sample(*batches[0].args(), method=method, want_logprobs=True)
+    (plan,) = kept_plans().values()
+    assert plan.summary.kernel.direct and plan.small_batch(9).direct
+    for i, batch in enumerate(batches[1:]):
+        _same(want[i], kernels.rejection_sample(*batch.args(), method=method, want_logprobs=True), i)
+    assert len(plan_runs) == 5
