@@ -1,11 +1,16 @@
-"""Small batches with the decide stages fused into the passes (kernels/fused_decide.py) or launched
-separately: time per call, the two interleaved so that host drift hits both alike.
+"""Small batches, two settings of the host path interleaved so that host drift hits both alike.
 
-Usage (GPU machine): ``PYTHONPATH=. python3 bench/fused_decide.py [--requests 1 2 4 8 16] [--rounds 5]``.
-Per shape and setting it prints the median over rounds of: the default path (value check and its
-wait included) and the no-sync path (host ``draft_lengths``), both by CUDA events around one call
-(``triton.testing.do_bench``), and ``wall``, the back-to-back wall time of a default call. It also
-checks that both settings give the same outputs bit for bit (``same``).
+``--compare fused`` (default): the single launch of kernels/fused_decide.py against the separate
+launches. ``--compare plans``: repeated layouts with call plans (kernels/call_plan.py) against the
+full host path every call, both with the single launch.
+
+Usage (GPU machine): ``PYTHONPATH=. python3 bench/fused_decide.py [--compare plans] [--requests 1 2 4 8
+16] [--rounds 5]``. Per shape and setting it prints the median over rounds of: the default path (value
+check and its wait included) and the no-sync path (host ``draft_lengths``), both by CUDA events around
+one call (``triton.testing.do_bench``), and ``wall``, the back-to-back wall time of a default call. It
+also checks that both settings give the same outputs bit for bit (``same``), and ends with a summary:
+shapes where the first setting is faster, medians, and shapes below 110 us (vLLM's fastest single
+request, issue 3).
 """
 
 from __future__ import annotations
@@ -21,7 +26,11 @@ from bench.bench_kernels import DTYPES, host_time_us, knob_overrides, make_input
 NAMES = ("target_logits", "draft_logits", "draft_token_ids", "cu_num_draft_tokens", "temperature", "seeds",
          "positions")
 KNOB = "SPECFUZZ_FUSE_DECIDE_MAX_REQS"
-SETTINGS = {"fused": {KNOB: "1024"}, "unfused": {KNOB: "0"}}
+COMPARISONS = {
+    "fused": {"fused": {KNOB: "1024"}, "unfused": {KNOB: "0"}},
+    "plans": {"plans": {"SPECFUZZ_CALL_PLANS": "1"}, "no plans": {"SPECFUZZ_CALL_PLANS": "0"}},
+}
+SETTINGS = COMPARISONS["fused"]
 
 
 def time_shape(reqs, k, vocab, dtype_name, method, with_draft, rounds, gen):
@@ -45,7 +54,8 @@ def time_shape(reqs, k, vocab, dtype_name, method, with_draft, rounds, gen):
                 times[name]["nosync"].append(1e3 * triton.testing.do_bench(nosync, warmup=5, rep=20,
                                                                            return_mode="median"))
                 times[name]["wall"].append(host_time_us(default, 50))
-    same = all(torch.equal(a, b) for a, b in zip(outputs["fused"], outputs["unfused"], strict=True))
+    first, second = outputs.values()
+    same = all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
     medians = {name: {key: statistics.median(v) for key, v in t.items()} for name, t in times.items()}
     return medians, same
 
@@ -58,10 +68,15 @@ def main():
     parser.add_argument("--dtypes", nargs="+", default=["bf16"], choices=sorted(DTYPES))
     parser.add_argument("--methods", nargs="+", default=["token", "block"])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--compare", choices=sorted(COMPARISONS), default="fused")
     args = parser.parse_args()
+    global SETTINGS
+    SETTINGS = COMPARISONS[args.compare]
+    one, two = SETTINGS
     gen = torch.Generator(device="cuda").manual_seed(0)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
-    print("reqs  k       V dtype method draft | fused: us nosync wall | unfused: us nosync wall | same")
+    print(f"reqs  k       V dtype method draft | {one}: us nosync wall | {two}: us nosync wall | same")
+    rows = []
     for reqs in args.requests:
         for k in args.draft_lens:
             for vocab in args.vocabs:
@@ -70,11 +85,19 @@ def main():
                         for with_draft in (True, False):
                             m, same = time_shape(reqs, k, vocab, dtype_name, method, with_draft, args.rounds,
                                                  gen)
-                            f, u = m["fused"], m["unfused"]
+                            f, u = m[one], m[two]
+                            rows.append((f, u, same))
                             draft = "logits" if with_draft else "point"
                             print(f"{reqs:4d} {k:2d} {vocab:7d} {dtype_name:5s} {method:6s} {draft:6s} | "
                                   f"{f['us']:7.1f} {f['nosync']:6.1f} {f['wall']:6.1f} | "
                                   f"{u['us']:7.1f} {u['nosync']:6.1f} {u['wall']:6.1f} | {same}", flush=True)
+    for key in ("us", "nosync", "wall"):
+        a, b = [r[0][key] for r in rows], [r[1][key] for r in rows]
+        faster = sum(x < y for x, y in zip(a, b, strict=True))
+        print(f"{key:6s}: {one} faster on {faster} of {len(rows)}; median "
+              f"{statistics.median(a):.1f} / {statistics.median(b):.1f} us; max {max(a):.1f} / {max(b):.1f}; "
+              f"below 110 us {sum(x < 110 for x in a)} / {sum(y < 110 for y in b)}")
+    print(f"bit-identical: {sum(r[2] for r in rows)} of {len(rows)}")
 
 
 if __name__ == "__main__":
