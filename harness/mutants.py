@@ -36,6 +36,7 @@ def _m(name, bug_class, file, anchor, replacement, description, killers=(), fast
 
 COUPLED, STRUCT, INVAR = "coupled_exactness", "structural", "chunk_invariance"
 POINT, SHIFT = "point_mass_identity", "logit_shift"
+BAD = "bad_input_after_good_call"
 
 # pass 1's masked row load (kernels/row_stats.py: the last vocab block of a row), the anchor of two
 # mutants; blocks inside the row load without a mask
@@ -434,6 +435,27 @@ CATALOGUE: tuple[Mutant, ...] = (
         "the small-batch launch runs only decide's COMBINE stage for token and point-mass batches: "
         "no request is decided and the race samples at a stale tau",
         (STRUCT, COUPLED),
+    ),
+    # --- call plans (kernels/call_plan.py): per-layout state must not swallow a check --------------
+    _m(
+        "plan-skips-value-verdict",
+        "generic:stale-state",
+        "call_plan.py",
+        "            max_k = self.summary.verdict()\n",
+        "            max_k = self.storage - 1\n",
+        "a repeated small layout never reads its value summary: bad cu, draft ids or temperatures "
+        "after a good call of the same layout are accepted (and the width is the widest allowed)",
+        (STRUCT, BAD),
+    ),
+    _m(
+        "plan-key-ignores-dtypes",
+        "generic:stale-state",
+        "call_plan.py",
+        "    return x.shape, x.stride(), x.dtype, x.device\n",
+        "    return x.shape, x.stride(), x.device\n",
+        "the plan key leaves out the tensors' dtypes: a batch of a seen layout with float64 logits or "
+        "another draft dtype skips the metadata checks",
+        (BAD,),
     ),
     # --- argued equivalent --------------------------------------------------------------------------
     _m(

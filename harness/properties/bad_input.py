@@ -3,6 +3,9 @@
 - ``bad_input_errors`` (claimed with ``raises_on_bad_input``): every malformation of
   harness/malformations.py must raise ``ValueError`` or ``TypeError``. Accepting it, or failing with
   some other exception (an ``IndexError`` from deep inside, a CUDA error), is a failure.
+- ``bad_input_after_good_call`` (same claim): a well-formed batch is verified, then EVERY malformation
+  of that batch's layout, each judged as above. A kernel that keeps per-layout state (a call plan, a
+  cache of checked shapes) and lets a check lapse for a layout it has seen fails here.
 - ``degenerate_rows_outcome`` (claimed by every kernel): NaN, ``+inf`` and all ``-inf`` rows either
   raise ``ValueError`` (validating kernels) or give the outcome docs/interfaces.md section 3
   documents: contract shapes, ``num_emitted`` in ``[1, k + 1]``, accepted prefix == drafts, emitted ids
@@ -110,6 +113,41 @@ class BadInputErrors(_SmallCases):
         )
 
 
+class BadInputAfterGoodCall(_SmallCases):
+    name = "bad_input_after_good_call"
+    layer = 5
+    summary = "after a well-formed call, every malformation of its layout raises ValueError/TypeError"
+
+    def not_claimed_reason(self, kernel):
+        return BadInputErrors().not_claimed_reason(kernel)
+
+    def strategy(self, kernel, ctx):
+        return cases(replace(self.space(kernel, ctx), min_draft=1))  # every draft malformation applies
+
+    def check(self, kernel, case: Case, ctx: RunContext) -> CaseCheck:
+        try:
+            call_verify(kernel, build_batch(case, ctx.device))
+        except KernelRaised as exc:
+            return CaseCheck(
+                [
+                    Finding(
+                        "refused_wellformed_batch",
+                        "well-formed batch",
+                        f"the well-formed batch raised {type(exc.error).__name__} ({exc.error})",
+                        evidence={"traceback": exc.trace},
+                    )
+                ]
+            )
+        findings = []
+        for name, transform in sorted(BadInputErrors.catalogue(kernel).items()):
+            bad = as_case(case, name, transform, ctx.device)
+            for finding in BadInputErrors().check(kernel, bad, ctx).findings:
+                finding.message += " (right after a well-formed call of the same layout)"
+                finding.evidence = {**(finding.evidence or {}), "malformed_case": bad.to_dict()}
+                findings.append(finding)
+        return CaseCheck(findings)
+
+
 class DegenerateRowsOutcome(_SmallCases):
     name = "degenerate_rows_outcome"
     layer = 5
@@ -142,4 +180,5 @@ class DegenerateRowsOutcome(_SmallCases):
 
 
 register(BadInputErrors())
+register(BadInputAfterGoodCall())
 register(DegenerateRowsOutcome())

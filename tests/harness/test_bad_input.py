@@ -54,6 +54,29 @@ def test_accepting_out_of_range_drafts_is_caught():
     assert [f.cls for f in outcome.findings] == ["accepted_malformed_input"]
 
 
+def test_a_kernel_that_checks_once_per_layout_is_caught_after_a_good_call():
+    """bad_input_after_good_call verifies the well-formed batch first, then every malformation of it.
+    A kernel that trusts layouts it has seen passes bad_input_errors (each malformed batch arrives
+    cold) and fails here on every malformation that keeps the layout (the values ones)."""
+    kernel = sabotage.ChecksOncePerLayout()
+    for name in ("draft_id_equals_vocab", "cu_decreasing", "temperature_nan"):
+        cold = sabotage.ChecksOncePerLayout()
+        malformed = as_case(simple_case(), name, MALFORMATIONS[name])
+        assert check_case("bad_input_errors", cold, malformed).findings == []
+    outcome = check_case("bad_input_after_good_call", kernel, simple_case())
+    accepted = {f.first_field for f in outcome.findings if f.cls == "accepted_malformed_input"}
+    assert {"draft_id_equals_vocab", "cu_decreasing", "temperature_nan", "temperature_negative"} <= accepted
+    assert all("malformed_case" in f.evidence for f in outcome.findings)
+    assert check_case("bad_input_after_good_call", reference, simple_case()).findings == []
+
+
+def test_a_refused_well_formed_batch_is_a_finding():
+    refusing = sabotage.Variant()
+    refusing.verify = lambda batch: (_ for _ in ()).throw(ValueError("refuses everything"))
+    outcome = check_case("bad_input_after_good_call", refusing, simple_case())
+    assert [f.cls for f in outcome.findings] == ["refused_wellformed_batch"]
+
+
 def test_unclear_error_is_caught():
     case = as_case(simple_case(), "method_unknown", MALFORMATIONS["method_unknown"])
     outcome = check_case("bad_input_errors", sabotage.IndexErrorOnBadInput(), case)
