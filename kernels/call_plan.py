@@ -14,9 +14,14 @@ the current device and stream (the workspace is per stream), the tuning knobs' g
 what depends on values is checked on every call exactly as without a plan: the value summary and its
 verdict (the only launch before it), or the host ``draft_lengths`` (``check_host_lengths``), and
 ``validate=True``'s row check. Anything else (a non-tensor argument, launch hooks such as a profiler,
-a CUDA graph capture) takes the full path. Plans are kept per thread, at most ``MAX_PLANS``;
-``release_workspaces()`` drops them with the workspaces. ``SPECFUZZ_CALL_PLANS=0`` turns them off.
-Results equal the full path's bit for bit: the same kernels with the same arguments.
+a CUDA graph capture, tensors without strides such as sparse ones) takes the full path. Plans are
+kept per thread, at most ``MAX_PLANS``, each holding the workspace of one chunk of at most 4 requests
+(64 KB at V = 262144 with 16 drafts per request), beside the one workspace per stream that
+``chunking.reusable_workspace`` keeps; plans made under knobs since re-read are dropped when the next
+one is kept, and ``release_workspaces()`` drops them all. ``SPECFUZZ_CALL_PLANS=0`` turns them off.
+Results equal the full path's bit for bit: the same kernels with the same arguments; the outputs are
+views of storages of ``num_reqs * (num_drafts + 1)`` entries, as on the full path when the geometry
+does not depend on the checked width (``driver.OneChunkCall``).
 """
 
 from __future__ import annotations
@@ -62,11 +67,15 @@ def layout_key(target_logits, draft_logits, draft_token_ids, cu, temperature, se
         where = None
     else:
         return None  # check_metadata rejects it
-    draft = None if draft_logits is None else (*_tensor_key(draft_logits), draft_logits.data_ptr() % 16 == 0)
-    return (*_tensor_key(target_logits), target_logits.data_ptr() % 16 == 0, draft,
-            *_tensor_key(draft_token_ids), *_tensor_key(cu), *_tensor_key(temperature), *_tensor_key(seeds),
-            *_tensor_key(positions), method, max_chunk_bytes, want_logprobs, host_lengths, where,
-            tuning.generation, launch.ENABLED, launch.CHECK_VARIANTS)
+    try:
+        draft = (None if draft_logits is None
+                 else (*_tensor_key(draft_logits), draft_logits.data_ptr() % 16 == 0))
+        return (tuning.generation, *_tensor_key(target_logits), target_logits.data_ptr() % 16 == 0, draft,
+                *_tensor_key(draft_token_ids), *_tensor_key(cu), *_tensor_key(temperature),
+                *_tensor_key(seeds), *_tensor_key(positions), method, max_chunk_bytes, want_logprobs,
+                host_lengths, where, launch.ENABLED, launch.CHECK_VARIANTS)
+    except (RuntimeError, NotImplementedError):  # no strides or storage (sparse, nested): full path
+        return None
 
 
 def find(key):
@@ -82,6 +91,8 @@ def keep(key, call, host_lengths: bool) -> None:
     if not host_lengths and not BoundSummary.applies(call.device):
         return
     plans = kept_plans()
+    for stale in [k for k in plans if k[0] != tuning.generation]:  # made under knobs since re-read
+        del plans[stale]
     if len(plans) >= MAX_PLANS:
         plans.clear()
     plans[key] = CallPlan(call, host_lengths)

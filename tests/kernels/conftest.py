@@ -26,6 +26,7 @@ def tuning_env(monkeypatch):
 def kernel_launches(monkeypatch):
     """The names of the kernels launched while the test runs, in order, whichever way the driver
     launches them (``FastLaunch.launch``, or a launcher from ``FastLaunch.bind``)."""
+    from kernels.chunking import release_workspaces
     from kernels.launch import FastLaunch
 
     names: list[str] = []
@@ -50,4 +51,6 @@ def kernel_launches(monkeypatch):
 
     monkeypatch.setattr(FastLaunch, "launch", launch)
     monkeypatch.setattr(FastLaunch, "bind", bind)
-    return names
+    release_workspaces()  # call plans keep launchers bound earlier, unrecorded: start without any
+    yield names
+    release_workspaces()
