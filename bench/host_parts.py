@@ -3,7 +3,9 @@
 Usage: ``PYTHONPATH=. python3 bench/host_parts.py``. Times are per call, averaged over 300 calls with
 the GPU otherwise idle (a 1 x 8 x 32000 bf16 batch): the argument checks, the value check (launch +
 device-to-host copy), allocations, one launch through Triton, through ``FastLaunch`` and through the
-compiled launcher alone, and whole calls with and without ``FastLaunch``.
+compiled launcher alone, and whole calls with and without ``FastLaunch``. Whole calls repeat one
+layout, so they run its call plan (kernels/call_plan.py) unless ``SPECFUZZ_CALL_PLANS=0``; the parts
+are the full host path's. Not run on a GPU since call plans exist.
 """
 
 from __future__ import annotations
