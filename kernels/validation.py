@@ -40,6 +40,8 @@ def _fail(name: str, message: str):
 def _tensor(name, value, ndim, dtypes, device):
     if not isinstance(value, torch.Tensor):
         _fail(name, f"expected a torch.Tensor, got {type(value).__name__}")
+    if value.layout is not torch.strided or value.is_nested:
+        _fail(name, f"expected a dense (strided) tensor, got layout {value.layout}")
     if value.dim() != ndim:
         _fail(name, f"expected {ndim} dimension(s), got shape {tuple(value.shape)}")
     if value.dtype not in dtypes:

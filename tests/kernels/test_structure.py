@@ -143,6 +143,18 @@ def test_bad_input_raises_naming_the_argument(batch, kwargs, name, kernel_launch
     assert set(kernel_launches) <= {SUMMARY_KERNEL}, f"raised after a launch: {kernel_launches}"
 
 
+@pytest.mark.parametrize("name", ["temperature", "seeds", "positions", "cu_num_draft_tokens"])
+def test_sparse_one_element_tensors_raise_naming_the_argument(name, kernel_launches):
+    """A one-element tensor has no stride to check, so only its layout tells a sparse one apart."""
+    batch = make_batch(27, lengths=[0], vocab=16)
+    if name == "cu_num_draft_tokens":
+        batch = make_batch(27, lengths=[], vocab=16)
+    setattr(batch, name, getattr(batch, name).to_sparse())
+    with pytest.raises(ValueError, match=f"{name}: expected a dense"):
+        kernels.rejection_sample(*batch.args())
+    assert set(kernel_launches) <= {SUMMARY_KERNEL}, kernel_launches
+
+
 @pytest.mark.parametrize("kwargs", [{}, {"max_chunk_bytes": 1}, {"draft_lengths": [2, 1]}])
 def test_good_input_passes_the_checks(kwargs, kernel_launches):
     """The bad-input test can fail: the unmodified batch reaches the verification launches (one
