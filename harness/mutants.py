@@ -451,8 +451,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "plan-key-ignores-dtypes",
         "generic:stale-state",
         "call_plan.py",
-        "    return x.shape, x.stride(), x.dtype, x.device\n",
-        "    return x.shape, x.stride(), x.device\n",
+        "    return x.shape, x.stride(), x.dtype, x.device, x.layout\n",
+        "    return x.shape, x.stride(), x.device, x.layout\n",
         "the plan key leaves out the tensors' dtypes: a batch of a seen layout with float64 logits or "
         "another draft dtype skips the metadata checks",
         (BAD,),

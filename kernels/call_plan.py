@@ -7,7 +7,7 @@ launches. The next call with the same layout key runs the plan: summary launch, 
 the wait and the value verdict, one launch.
 
 The key holds everything ``validation.check_metadata`` reads (each tensor's exact type, shape, strides,
-dtype and device; ``method``, ``max_chunk_bytes`` and ``want_logprobs`` with their types), plus the
+dtype, device and layout; ``method``, ``max_chunk_bytes`` and ``want_logprobs`` with their types), plus the
 logits' 16-byte alignment (the launch specialisation), whether host ``draft_lengths`` were given,
 the current device and stream (the workspace is per stream), the tuning knobs' generation and the
 ``FastLaunch`` settings. So a key hit implies that the metadata checks pass, and they are skipped;
@@ -41,7 +41,8 @@ _TENSOR = torch.Tensor
 
 
 def _tensor_key(x):
-    return x.shape, x.stride(), x.dtype, x.device
+    # the layout too: a one-element sparse COO tensor reports stride (0,), as an expanded dense one does
+    return x.shape, x.stride(), x.dtype, x.device, x.layout
 
 
 def layout_key(target_logits, draft_logits, draft_token_ids, cu, temperature, seeds, positions, method,

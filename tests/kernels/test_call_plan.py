@@ -143,6 +143,11 @@ def test_the_key_covers_what_the_metadata_checks_read():
         "seeds dtype": (t, d, ids, cu, temp, seeds.int(), pos),
         "positions shape": (t, d, ids, cu, temp, seeds, pos[:1]),
     }
+    one = make_batch(27, lengths=[2], vocab=16).args()
+    expanded = (*one[:4], torch.tensor(1.0).expand(1), *one[5:])
+    sparse = (*one[:4], torch.ones(1).to_sparse(), *one[5:])
+    assert expanded[4].stride() == sparse[4].stride() == (0,)
+    assert call_plan.layout_key(*expanded, *plain) != call_plan.layout_key(*sparse, *plain)
     for what, changed_args in changed.items():
         assert call_plan.layout_key(*changed_args, *plain) != base, what
     for extra in (("block", 1 << 30, False, False), ("token", None, False, False),
