@@ -30,10 +30,9 @@ COMPARISONS = {
     "fused": {"fused": {KNOB: "1024"}, "unfused": {KNOB: "0"}},
     "plans": {"plans": {"SPECFUZZ_CALL_PLANS": "1"}, "no plans": {"SPECFUZZ_CALL_PLANS": "0"}},
 }
-SETTINGS = COMPARISONS["fused"]
 
 
-def time_shape(reqs, k, vocab, dtype_name, method, with_draft, rounds, gen):
+def time_shape(reqs, k, vocab, dtype_name, method, with_draft, rounds, gen, settings):
     import triton.testing
 
     batch = make_inputs(reqs, k, vocab, DTYPES[dtype_name], with_draft, gen)
@@ -42,10 +41,10 @@ def time_shape(reqs, k, vocab, dtype_name, method, with_draft, rounds, gen):
     default = lambda: kernels.rejection_sample(*call_args, method=method, want_logprobs=True)
     nosync = lambda: kernels.rejection_sample(*call_args, method=method, want_logprobs=True,
                                               draft_lengths=lengths)
-    times = {name: {"us": [], "nosync": [], "wall": []} for name in SETTINGS}
+    times = {name: {"us": [], "nosync": [], "wall": []} for name in settings}
     outputs = {}
     for _ in range(rounds):
-        for name, env in SETTINGS.items():
+        for name, env in settings.items():
             with knob_overrides(env):
                 outputs[name] = default()
                 nosync()
@@ -70,9 +69,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--compare", choices=sorted(COMPARISONS), default="fused")
     args = parser.parse_args()
-    global SETTINGS
-    SETTINGS = COMPARISONS[args.compare]
-    one, two = SETTINGS
+    settings = COMPARISONS[args.compare]
+    one, two = settings
     gen = torch.Generator(device="cuda").manual_seed(0)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
     print(f"reqs  k       V dtype method draft | {one}: us nosync wall | {two}: us nosync wall | same")
@@ -84,7 +82,7 @@ def main():
                     for method in args.methods:
                         for with_draft in (True, False):
                             m, same = time_shape(reqs, k, vocab, dtype_name, method, with_draft, args.rounds,
-                                                 gen)
+                                                 gen, settings)
                             f, u = m[one], m[two]
                             rows.append((f, u, same))
                             draft = "logits" if with_draft else "point"

@@ -101,9 +101,9 @@ def keep(key, call, host_lengths: bool) -> None:
 
 class CallPlan:
     """A small one-chunk call's launches with its layout bound (module docstring). The verification
-    launch is bound per geometry, which depends on the checked width when requests have different
-    draft lengths (``driver.OneChunkCall``); a launch bound before its kernel was compiled is bound
-    again on the next call."""
+    launch is bound per checked width (its geometry can depend on the width when requests have
+    different draft lengths, ``driver.OneChunkCall``; keyed by the width, a repeated call makes no
+    geometry lookup); a launch bound before its kernel was compiled is bound again on the next call."""
 
     def __init__(self, call, host_lengths: bool):
         target, draft, draft_ids, cu, _, _, _ = call.inputs
@@ -119,16 +119,16 @@ class CallPlan:
         self.launchers: dict = {}
 
     def small_batch(self, width: int) -> SmallBatchLaunch:
-        geo = geometry(self.vocab_size, self.num_reqs, width, None, tuning.knobs())
-        small = self.launchers.get(geo)
+        small = self.launchers.get(width)
         if small is None:
+            geo = geometry(self.vocab_size, self.num_reqs, width, None, tuning.knobs())
             flags = self.flags
             small = SmallBatchLaunch(self.ws, self.num_reqs, geo, self.target_layout, self.draft_stride,
                                      self.num_drafts, block_method=flags["block_method"],
                                      two_stage=flags["two_stage"], want_logprobs=self.want_logprobs,
                                      variant=self.variant)
             if small.direct or kernels._device.INTERPRETING:
-                self.launchers[geo] = small
+                self.launchers[width] = small
         return small
 
     def run(self, target, draft, draft_ids, cu, temperature, seeds, positions, draft_lengths, validate):

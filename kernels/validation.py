@@ -184,6 +184,18 @@ def _summarise(cu_ptr, ids_ptr, temperature_ptr, out_ptr, num_reqs, num_drafts, 
     tl.store(out_ptr + 6, tl.sum(bad, axis=0))
 
 
+def _summary_constexprs(copy_cu: bool, write_table: bool) -> dict:
+    """The summary launch's constexprs, in one order for ``PendingCheck`` and ``BoundSummary`` (the
+    order is part of ``FastLaunch``'s cache key)."""
+    return dict(BLOCK=1024, SCALARS=SUMMARY_SCALARS, COPY_CU=copy_cu, WRITE_TABLE=write_table,
+                TABLE_BLOCK=TABLE_BLOCK)
+
+
+def _summary_variant(cu, draft_token_ids) -> tuple:
+    """What decides the summary kernel's specialisation (``FastLaunch`` variant)."""
+    return ("summary", cu.dtype, draft_token_ids.dtype, cu.numel() - 1 + draft_token_ids.numel() < 2**31)
+
+
 class CheckedValues(NamedTuple):
     """What the value check tells the host: the longest draft and, when asked for, every length."""
 
@@ -241,10 +253,8 @@ class PendingCheck:
         def summarise(out):
             _summarise_values_kernel[(self.num_reqs if write_table else 1,)](
                 cu_num_draft_tokens, draft_token_ids, temperature, out, *table_views, self.num_reqs,
-                self.num_drafts, BLOCK=1024, SCALARS=SUMMARY_SCALARS, COPY_CU=want_lengths,
-                WRITE_TABLE=write_table, TABLE_BLOCK=TABLE_BLOCK,
-                variant=("summary", cu_num_draft_tokens.dtype, draft_token_ids.dtype,
-                         self.num_reqs + self.num_drafts < 2**31))
+                self.num_drafts, **_summary_constexprs(want_lengths, write_table),
+                variant=_summary_variant(cu_num_draft_tokens, draft_token_ids))
 
         global _ZERO_COPY
         if cuda and _ZERO_COPY:
@@ -302,10 +312,8 @@ class BoundSummary:
         self.summary = host[:SUMMARY_SCALARS].numpy()  # a view: read after the wait
         self.stream = current_stream(device_index(device)) if device.type == "cuda" else None
         self.tail = (table.row_scale, table.row_req, table.done, table.sync, self.num_reqs, self.num_drafts)
-        self.kernel = _summarise_values_kernel.bind(
-            (self.num_reqs,), dict(BLOCK=1024, SCALARS=SUMMARY_SCALARS, COPY_CU=False, WRITE_TABLE=True,
-                                   TABLE_BLOCK=TABLE_BLOCK),
-            ("summary", cu.dtype, draft_token_ids.dtype, self.num_reqs + self.num_drafts < 2**31))
+        self.kernel = _summarise_values_kernel.bind((self.num_reqs,), _summary_constexprs(False, True),
+                                                    _summary_variant(cu, draft_token_ids))
 
     @staticmethod
     def applies(device: torch.device) -> bool:

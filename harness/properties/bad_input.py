@@ -119,7 +119,7 @@ class BadInputAfterGoodCall(_SmallCases):
     summary = "after a well-formed call, every malformation of its layout raises ValueError/TypeError"
 
     def not_claimed_reason(self, kernel):
-        return BadInputErrors().not_claimed_reason(kernel)
+        return _BAD_INPUT_ERRORS.not_claimed_reason(kernel)
 
     def strategy(self, kernel, ctx):
         return cases(replace(self.space(kernel, ctx), min_draft=1))  # every draft malformation applies
@@ -141,7 +141,7 @@ class BadInputAfterGoodCall(_SmallCases):
         findings = []
         for name, transform in sorted(BadInputErrors.catalogue(kernel).items()):
             bad = as_case(case, name, transform, ctx.device)
-            for finding in BadInputErrors().check(kernel, bad, ctx).findings:
+            for finding in _BAD_INPUT_ERRORS.check(kernel, bad, ctx).findings:
                 finding.message += " (right after a well-formed call of the same layout)"
                 finding.evidence = {**(finding.evidence or {}), "malformed_case": bad.to_dict()}
                 findings.append(finding)
@@ -179,6 +179,6 @@ class DegenerateRowsOutcome(_SmallCases):
         return CaseCheck(findings_from(bad))
 
 
-register(BadInputErrors())
+_BAD_INPUT_ERRORS = register(BadInputErrors())
 register(BadInputAfterGoodCall())
 register(DegenerateRowsOutcome())
