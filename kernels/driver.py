@@ -43,6 +43,7 @@ from kernels.decide import launch_decide
 from kernels.geometry import geometry
 from kernels.fused_decide import bind_small_batch, launch_small_batch, small_batch_applies
 from kernels.launch import arg_spec
+from kernels.pipelined import launch_pipelined, pipeline_applies
 from kernels.residual_mass import launch_residual_mass
 from kernels.residual_sample import launch_residual_sample
 from kernels.row_stats import launch_row_stats
@@ -296,6 +297,10 @@ def _launch_chunk(ws, chunk, num_reqs, geo, *, block_method, has_draft, want_log
     if side is None and small_batch_applies(num_reqs, two_stage, chunk.draft_token_ids.shape[0]):
         launch_small_batch(ws, chunk, num_reqs, geo, block_method=block_method, has_draft=has_draft,
                            two_stage=two_stage, want_logprobs=want_logprobs, table_written=table_written)
+        return
+    if side is None and pipeline_applies(num_reqs, two_stage):
+        launch_pipelined(ws, chunk, num_reqs, geo, block_method=block_method, has_draft=has_draft,
+                         want_logprobs=want_logprobs, table_written=table_written)
         return
     launch_row_stats(ws, chunk.target_logits, chunk.draft_logits, chunk.cu, chunk.temperature, num_reqs,
                      geo.block_v, variant=chunk.variant, table_written=table_written)

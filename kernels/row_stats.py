@@ -65,9 +65,11 @@ def request_span(cu_ptr, req, num_drafts, max_k):
 def write_row_table(req, cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr, sync_ptr,
                     num_target_rows, num_reqs, BLOCK: tl.constexpr):
     """Request ``req``'s rows of the row table: ``scale = 1/T`` (``-1`` marks a greedy row) and the
-    request index. Also zeroes the request's counter of finished race blocks (``residual_sample``),
-    and request 0 the small-batch launch's counters that follow them (``chunking.SYNC_WORDS``)."""
+    request index. Also zeroes the request's counters of finished race blocks (``residual_sample``)
+    and of finished pass-1 programs (``done[num_reqs + req]``, kernels/pipelined.py), and request 0
+    the small-batch launch's counters that follow them (``chunking.SYNC_WORDS``)."""
     tl.store(done_ptr + req, 0)
+    tl.store(done_ptr + num_reqs + req, 0)
     if req == 0:
         sync = tl.arange(0, 4)
         tl.store(sync_ptr + sync, 0 * sync, mask=sync < SYNC_WORDS)

@@ -30,6 +30,10 @@ class Knobs:
     race_maxnreg: int
     fuse_decide_max_reqs: int
     call_plans: bool
+    pipeline: bool
+    pipeline_lag: int
+    pipeline_maxnreg: int
+    pipeline_p1_blocks: int
 
 
 _knobs: Knobs | None = None
@@ -51,6 +55,10 @@ def refresh() -> Knobs:
         race_maxnreg=int(env.get("SPECFUZZ_RACE_MAXNREG", 0)),
         fuse_decide_max_reqs=int(env.get("SPECFUZZ_FUSE_DECIDE_MAX_REQS", FUSE_DECIDE_MAX_REQS)),
         call_plans=env.get("SPECFUZZ_CALL_PLANS", "1") != "0",
+        pipeline=env.get("SPECFUZZ_PIPELINE", "0") == "1",
+        pipeline_lag=int(env.get("SPECFUZZ_PIPELINE_LAG", PIPELINE_LAG_PROGRAMS)),
+        pipeline_maxnreg=int(env.get("SPECFUZZ_PIPELINE_MAXNREG", PIPELINE_MAXNREG)),
+        pipeline_p1_blocks=max(1, int(env.get("SPECFUZZ_PIPELINE_P1_BLOCKS", PIPELINE_P1_BLOCKS))),
     )
     if knobs_read.pass1_tail not in PASS1_TAILS:
         raise ValueError(f"SPECFUZZ_PASS1_TAIL={knobs_read.pass1_tail!r}: expected one of {PASS1_TAILS}")
@@ -102,6 +110,28 @@ def race_register_cap() -> dict:
 # Chunks of at most this many requests run the decide stages inside the passes before them
 # (kernels/fused_decide.py): one launch fewer, one program deciding every request in turn.
 FUSE_DECIDE_MAX_REQS = 4
+
+
+# Opt-in (``SPECFUZZ_PIPELINE=1``): larger chunks without a second pass run as one pipelined launch
+# (kernels/pipelined.py). The race of a request takes its tickets about ``SPECFUZZ_PIPELINE_LAG``
+# programs (one per logit row) after the request's pass-1 programs, and the launch's registers are
+# capped at ``SPECFUZZ_PIPELINE_MAXNREG`` (0: no cap). The defaults were the best of the H200 sweep
+# (docs/kernels.md, v13); off by default because it was not faster on most shapes.
+PIPELINE_LAG_PROGRAMS = 4096
+PIPELINE_MAXNREG = 64
+PIPELINE_P1_BLOCKS = 8
+
+
+def pipeline_lag(slot_blocks: int) -> int:
+    """Requests between a request's pass-1 slot (``slot_blocks`` pass-1 blocks) and its race blocks in
+    ticket order (>= 1): ``SPECFUZZ_PIPELINE_LAG`` pass-1 blocks."""
+    return max(1, -(-knobs().pipeline_lag // max(1, slot_blocks)))
+
+
+def pipeline_register_cap() -> dict:
+    """Launch options capping the pipelined kernel's registers (``SPECFUZZ_PIPELINE_MAXNREG``; 0: none)."""
+    cap = knobs().pipeline_maxnreg
+    return {"maxnreg": cap} if cap else {}
 
 
 def fuse_decide_max_reqs() -> int:

@@ -37,6 +37,7 @@ def _assert_same(a, b, context):
 
 @pytest.mark.parametrize("method,with_draft", CASES)
 def test_fused_equals_unfused_bit_for_bit(method, with_draft, tuning_env):
+    tuning_env("SPECFUZZ_PIPELINE", "0")  # the separate launches, not the pipelined one
     for i, (vocab, dtype) in enumerate(SHAPES):
         for j, family in enumerate(FAMILIES):
             seed = 9100 + 10 * i + j
@@ -75,6 +76,7 @@ def _count_launches(monkeypatch):
 @pytest.mark.parametrize("method,with_draft", CASES)
 def test_small_chunks_are_one_launch(method, with_draft, tuning_env, monkeypatch):
     calls = _count_launches(monkeypatch)
+    tuning_env("SPECFUZZ_PIPELINE", "0")  # 3 requests over the threshold of 2: the separate launches
     vocab, dtype = SHAPES[0]
     small = make_batch(9300, lengths=[3, 0, 2], vocab=vocab, dtype=dtype, with_draft=with_draft)
     tuning_env(FUSE, "4")
@@ -94,6 +96,7 @@ def test_block_without_any_draft_row_takes_the_separate_launches(tuning_env, mon
     vocab, dtype = SHAPES[0]
     batch = make_batch(9400, lengths=[0, 0], vocab=vocab, dtype=dtype, with_draft=True, greedy_fraction=0.0)
     tuning_env(FUSE, "4")
+    tuning_env("SPECFUZZ_PIPELINE", "0")
     fused = _run(batch, "block")
     assert "launch_decide" in calls, calls
     tuning_env(FUSE, "0")
