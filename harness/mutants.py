@@ -70,7 +70,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "uniform-can-be-zero",
         "BUGS#8",
         "randomness.py",
-        "u = (bits.to(tl.float32) + 0.5) * 2.3283064365386963e-10",
+        "u = bits.to(tl.float32) * 2.3283064365386963e-10 + 1.1641532182693481e-10",
         "u = bits.to(tl.float32) * 2.3283064365386963e-10",
         "uniforms in [0, 1) instead of (0, 1): u == 0 accepts a zero-probability draft",
         (COUPLED,),

@@ -106,8 +106,9 @@ def log2_exponential_float32(u) -> np.ndarray:
     float32 ``log2`` (compiled kernels use a hardware approximation within ~2^-22 of it)."""
     u = np.asarray(u, dtype=np.float32)
     f = np.float32
-    tail = f(0.25) + u * (f(0.2) + u * (f(1 / 6) + u * f(1 / 7)))
-    series = u * (f(1.0) + u * (f(0.5) + u * (f(1 / 3) + u * tail)))
+    poly = f(0.49999621510505676) + u * (f(0.33362314105033875) + u * (f(0.24319741129875183)
+                                                                     + u * f(0.2610885500907898)))
+    series = u + u * (u * poly)
     direct = f(-0.6931471805599453) * np.log2(f(1.0) - u)
     return np.log2(np.where(u < f(0.125), series, direct)).astype(np.float32)
 
