@@ -37,6 +37,10 @@ class Knobs:
 
 
 _knobs: Knobs | None = None
+# The race kernel's default register cap: uncapped, the bf16 race with draft logits took 108 registers
+# offline (sm_90, triton 3.9; every other configuration <= 80, and <= 80 without spills capped).
+RACE_MAXNREG = 80
+
 # Bumped by every ``refresh()``: what was derived from the old knobs (kernels/call_plan.py) is stale.
 generation = 0
 
@@ -52,7 +56,7 @@ def refresh() -> Knobs:
         race_warps=int(env.get("SPECFUZZ_RACE_WARPS", 8)),
         overlap=env.get("SPECFUZZ_OVERLAP", "0") == "1",
         pass1_tail=env.get("SPECFUZZ_PASS1_TAIL", "branch"),
-        race_maxnreg=int(env.get("SPECFUZZ_RACE_MAXNREG", 0)),
+        race_maxnreg=int(env.get("SPECFUZZ_RACE_MAXNREG", RACE_MAXNREG)),
         fuse_decide_max_reqs=int(env.get("SPECFUZZ_FUSE_DECIDE_MAX_REQS", FUSE_DECIDE_MAX_REQS)),
         call_plans=env.get("SPECFUZZ_CALL_PLANS", "1") != "0",
         pipeline=env.get("SPECFUZZ_PIPELINE", "0") == "1",
@@ -102,7 +106,8 @@ def race_warps(block: int = 1 << 30) -> int:
 
 
 def race_register_cap() -> dict:
-    """Launch options capping the race kernel's registers (``SPECFUZZ_RACE_MAXNREG``; 0: none)."""
+    """Launch options capping the race kernel's registers (``SPECFUZZ_RACE_MAXNREG``, default
+    ``RACE_MAXNREG``; 0: none)."""
     cap = knobs().race_maxnreg
     return {"maxnreg": cap} if cap else {}
 

@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 import kernels._device  # noqa: F401  (selects the interpreter before triton is imported)
-from kernels.randomness import log2_exponential_from_uniform
+from kernels.randomness import _philox_words, log2_exponential_from_uniform
 from reference import rng
 
 SEED = 20261129
@@ -51,6 +51,21 @@ def _tl_rand_kernel(seed, off_ptr, bits_ptr, u_ptr, n, BLOCK: tl.constexpr):
     off = tl.load(off_ptr + offs, mask=mask, other=0)
     tl.store(bits_ptr + offs, tl.randint(seed, off).to(tl.int32, bitcast=True), mask=mask)
     tl.store(u_ptr + offs, tl.rand(seed, off), mask=mask)
+
+
+@triton.jit
+def _kernel_words_kernel(seed_ptr, quad_ptr, position_ptr, out_ptr, n, STREAM: tl.constexpr,
+                         BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    seed = tl.load(seed_ptr + offs, mask=mask, other=0)
+    quad = tl.load(quad_ptr + offs, mask=mask, other=0)
+    position = tl.load(position_ptr + offs, mask=mask, other=0)
+    w0, w1, w2, w3 = _philox_words(seed, quad, position, STREAM)
+    tl.store(out_ptr + 4 * offs + 0, w0.to(tl.int32, bitcast=True), mask=mask)
+    tl.store(out_ptr + 4 * offs + 1, w1.to(tl.int32, bitcast=True), mask=mask)
+    tl.store(out_ptr + 4 * offs + 2, w2.to(tl.int32, bitcast=True), mask=mask)
+    tl.store(out_ptr + 4 * offs + 3, w3.to(tl.int32, bitcast=True), mask=mask)
 
 
 def _device():
@@ -95,6 +110,28 @@ def test_philox_matches_triton_bit_for_bit():
     expected = _triton_philox(seeds, counters)
     got = np.stack(rng.philox4x32(seeds, *counters), axis=1)
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("stream", [0, 1])
+def test_kernel_philox_words_match_triton_bit_for_bit(stream):
+    """kernels.randomness writes Philox out (wide multiplies when compiled): Triton's words exactly."""
+    gen = np.random.default_rng(SEED + 3)
+    n = 4096
+    seeds = _interesting_seeds(gen, n)
+    quads = gen.integers(0, 2**31, size=n, dtype=np.int64)
+    positions = gen.integers(-(2**63), 2**63 - 1, size=n, dtype=np.int64, endpoint=True)
+    positions[:3] = [2**32 - 1, 2**32, -1]
+    dev = _device()
+    out = torch.empty(4 * n, dtype=torch.int32, device=dev)
+    _kernel_words_kernel[(triton.cdiv(n, 1024),)](
+        torch.from_numpy(seeds).to(dev), torch.from_numpy(quads.astype(np.int32)).to(dev),
+        torch.from_numpy(positions).to(dev), out, n, STREAM=stream, BLOCK=1024,
+    )
+    pos = rng.as_uint64(positions)
+    counters = [quads.astype(np.uint64), pos & np.uint64(0xFFFFFFFF), pos >> np.uint64(32),
+                np.full(n, stream, dtype=np.uint64)]
+    np.testing.assert_array_equal(out.cpu().numpy().view(np.uint32).reshape(n, 4),
+                                  _triton_philox(seeds, counters))
 
 
 def test_layout_functions_use_the_pinned_counters():
