@@ -228,13 +228,13 @@ def sweep(args):
     sweep_stages(args, "sweep", configs)
 
 
-RACE_SWEEP = ((4096, 8, 0), (4096, 8, 64), (8192, 8, 0), (8192, 8, 64), (8192, 8, 80), (4096, 4, 0),
+RACE_SWEEP = ((4096, 8, -1), (4096, 8, 0), (4096, 8, 64), (8192, 8, 0), (8192, 8, 64), (8192, 8, 80), (4096, 4, 0),
               (8192, 16, 0), (2048, 4, 0), (16384, 16, 0))
 
 
 def race_sweep(args):
     """The race's (block, warps, register cap) of ``RACE_SWEEP``, pass 1 at its default."""
-    configs = [(f"race {block}/{warps} maxnreg {cap or '-'}",
+    configs = [(f"race {block}/{warps} maxnreg {'default' if cap < 0 else cap or '-'}",
                 {"SPECFUZZ_RACE_BLOCK_V": str(block), "SPECFUZZ_RACE_WARPS": str(warps),
                  "SPECFUZZ_RACE_MAXNREG": str(cap)})
                for block, warps, cap in RACE_SWEEP]

@@ -37,9 +37,13 @@ class Knobs:
 
 
 _knobs: Knobs | None = None
-# The race kernel's default register cap: uncapped, the bf16 race with draft logits took 108 registers
-# offline (sm_90, triton 3.9; every other configuration <= 80, and <= 80 without spills capped).
-RACE_MAXNREG = 80
+# The race kernel's default register caps: uncapped, the bf16 race with draft logits took 108 registers
+# offline (sm_90, triton 3.9). Capped at 64, race blocks of >= 1024 lanes compile without spills and
+# four 8-warp programs fit on an SM; 512-lane blocks spill at 64, so they get 80 (``race_register_cap``).
+# H200, 512 x {1, 8} x 262144 race + emit, cap 64 against none: 337 / 354, 371 / 385 us (bf16),
+# 336 / 362, 380 / 410 (fp32) (docs/kernels.md, v13).
+RACE_MAXNREG = 64
+RACE_MAXNREG_SMALL_BLOCK = 80
 
 # Bumped by every ``refresh()``: what was derived from the old knobs (kernels/call_plan.py) is stale.
 generation = 0
@@ -56,7 +60,7 @@ def refresh() -> Knobs:
         race_warps=int(env.get("SPECFUZZ_RACE_WARPS", 8)),
         overlap=env.get("SPECFUZZ_OVERLAP", "0") == "1",
         pass1_tail=env.get("SPECFUZZ_PASS1_TAIL", "branch"),
-        race_maxnreg=int(env.get("SPECFUZZ_RACE_MAXNREG", RACE_MAXNREG)),
+        race_maxnreg=int(env.get("SPECFUZZ_RACE_MAXNREG", -1)),
         fuse_decide_max_reqs=int(env.get("SPECFUZZ_FUSE_DECIDE_MAX_REQS", FUSE_DECIDE_MAX_REQS)),
         call_plans=env.get("SPECFUZZ_CALL_PLANS", "1") != "0",
         pipeline=env.get("SPECFUZZ_PIPELINE", "0") == "1",
@@ -105,10 +109,13 @@ def race_warps(block: int = 1 << 30) -> int:
     return warps_for(block, knobs().race_warps)
 
 
-def race_register_cap() -> dict:
-    """Launch options capping the race kernel's registers (``SPECFUZZ_RACE_MAXNREG``, default
-    ``RACE_MAXNREG``; 0: none)."""
+def race_register_cap(block: int) -> dict:
+    """Launch options capping the race kernel's registers: ``SPECFUZZ_RACE_MAXNREG`` when set (0:
+    none), else ``RACE_MAXNREG`` for race blocks of >= 1024 lanes and ``RACE_MAXNREG_SMALL_BLOCK``
+    below."""
     cap = knobs().race_maxnreg
+    if cap < 0:
+        cap = RACE_MAXNREG if block >= 1024 else RACE_MAXNREG_SMALL_BLOCK
     return {"maxnreg": cap} if cap else {}
 
 
