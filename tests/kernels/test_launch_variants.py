@@ -94,6 +94,7 @@ def test_race_register_cap_reaches_only_the_race_launch(monkeypatch, tuning_env,
     from kernels.residual_sample import _race_blocks_kernel
 
     tuning_env("SPECFUZZ_RACE_MAXNREG", cap)
+    tuning_env("SPECFUZZ_PIPELINE", "0")  # the separate launches (the pipelined one has its own cap)
     records = _record_launches(monkeypatch)
     args, lengths, budget, method = next(_layouts())
     release_workspaces()
