@@ -1,5 +1,5 @@
-"""Larger chunks without a second pass: pass 1, decide and the race of every request in one launch,
-with the race of earlier requests running while later requests' rows are read.
+"""Opt-in (``SPECFUZZ_PIPELINE=1``): pass 1, decide and the race of a larger chunk in one launch, with
+the race of earlier requests running while later requests' rows are read.
 
 Separate launches run the memory-bound pass 1 over every row, then decide, then the ALU-bound race,
 so the race's Philox work and the reads never overlap (docs/kernels.md: at 512 x 1 x 262144 the reads
@@ -7,11 +7,12 @@ and the race's noise each take about as long as the whole 70 % budget). Here pro
 ticket (an atomic counter, ``sync[0]``, as in kernels/fused_decide.py): ticket order is a sequence of
 rounds, and round ``r`` holds
 
-- the pass-1 *slot* of request ``r``: ``rows x num_vblocks`` programs, ``rows`` the most a request of
-  the chunk can have (target rows ``0..k``, then draft rows ``0..k-1``; programs past the request's
-  own rows exit at once);
-- then the race blocks of request ``r - lag`` (``tuning.pipeline_lag``: a few thousand programs later
-  than its pass 1, so its decision is usually published by the time they start).
+- the pass-1 *slot* of request ``r``: ``rows x row_programs`` programs, ``rows`` the most a request of
+  the chunk can have (target rows ``0..k``, then draft rows ``0..k-1``), each program ``P1_BLOCKS``
+  consecutive blocks of one row (``SPECFUZZ_PIPELINE_P1_BLOCKS``: one ticket, fence and count per
+  program, not per block); programs past the request's own rows exit at once;
+- then the race blocks of request ``r - lag`` (``tuning.pipeline_lag``: ``SPECFUZZ_PIPELINE_LAG``
+  pass-1 blocks later, in whole requests, so that its decision is usually published by then).
 
 The last pass-1 program of a request to finish (``done[num_reqs + req]`` counts them: an ``acq_rel``
 add after a fence and a barrier) runs ``decide.decide_request`` for that request and publishes it
@@ -22,7 +23,9 @@ read through the same clamped span (``row_stats.request_span``) by the counting 
 so every wait ends. Results equal the separate launches bit for bit: the same functions with the same
 warps (``decide.decide_warps``), so the same reduction order (tests/kernels/test_pipelined.py).
 Block verification with draft logits needs a second pass over the rows between two decide stages and
-keeps the separate launches.
+keeps the separate launches. Off by default: on the H200 it was 11-18 % slower than the separate
+launches on bf16 shapes (the race and pass 1 share issue slots and registers in one kernel) and 2-9 %
+faster on three fp32 ones (docs/kernels.md, v13).
 """
 
 from __future__ import annotations
