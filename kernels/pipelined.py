@@ -31,6 +31,7 @@ faster on three fp32 ones (docs/kernels.md, v13).
 from __future__ import annotations
 
 import kernels._device  # noqa: F401
+import triton
 import triton.language as tl
 
 from kernels import tuning
@@ -41,6 +42,14 @@ from kernels.row_stats import block_statistics, launch_row_table, request_span
 
 PIPELINE_POINTERS = tuple(dict.fromkeys(("row_scale_ptr", "res_score_ptr", "res_index_ptr", "sync_ptr",
                                          *DECIDE_POINTERS)))
+
+
+@triton.jit
+def _request_rows(cu_ptr, req, num_reqs, num_target_rows, out_width, HAS_DRAFT: tl.constexpr):
+    """``(first draft row, draft count, pass-1 rows)`` of request ``req``: the clamped span both the
+    counting and the waiting side read, so that every wait ends."""
+    draft_row0, k = request_span(cu_ptr, req, num_target_rows - num_reqs, out_width - 1)
+    return draft_row0, k, k + 1 + (k if HAS_DRAFT else 0)
 
 
 @tuning.launch_jit(counts=("out_width", "num_target_rows", "num_vblocks", "num_reqs", "slot_programs",
@@ -65,8 +74,8 @@ def _pipelined_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_sc
     if offset < slot_programs:
         req = rnd
         if req < num_reqs:
-            draft_row0, k = request_span(cu_ptr, req, num_target_rows - num_reqs, out_width - 1)
-            num_rows = k + 1 + (k if HAS_DRAFT else 0)
+            draft_row0, k, num_rows = _request_rows(cu_ptr, req, num_reqs, num_target_rows, out_width,
+                                                    HAS_DRAFT)
             slot_row = offset // row_programs
             if slot_row < num_rows:
                 row = tl.where(slot_row <= k, draft_row0 + req + slot_row,
@@ -92,8 +101,7 @@ def _pipelined_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_sc
         req = rnd - lag
         if (req >= 0) & (req < num_reqs):
             if tl.load(temperature_ptr + req).to(tl.float32) > 0:  # greedy: decide wrote the output
-                _, k = request_span(cu_ptr, req, num_target_rows - num_reqs, out_width - 1)
-                num_rows = k + 1 + (k if HAS_DRAFT else 0)
+                _, _, num_rows = _request_rows(cu_ptr, req, num_reqs, num_target_rows, out_width, HAS_DRAFT)
                 wait_for_stage(stage_ptr + req, num_rows * row_programs + 1)
                 race_block_program(req, offset - slot_programs, num_reqs, target_ptr, draft_ptr,
                                    target_stride, draft_stride, draft_ids_ptr, cu_ptr, temperature_ptr,

@@ -64,7 +64,7 @@ def refresh() -> Knobs:
         fuse_decide_max_reqs=int(env.get("SPECFUZZ_FUSE_DECIDE_MAX_REQS", FUSE_DECIDE_MAX_REQS)),
         call_plans=env.get("SPECFUZZ_CALL_PLANS", "1") != "0",
         pipeline=env.get("SPECFUZZ_PIPELINE", "0") == "1",
-        pipeline_lag=int(env.get("SPECFUZZ_PIPELINE_LAG", PIPELINE_LAG_PROGRAMS)),
+        pipeline_lag=int(env.get("SPECFUZZ_PIPELINE_LAG", PIPELINE_LAG_BLOCKS)),
         pipeline_maxnreg=int(env.get("SPECFUZZ_PIPELINE_MAXNREG", PIPELINE_MAXNREG)),
         pipeline_p1_blocks=max(1, int(env.get("SPECFUZZ_PIPELINE_P1_BLOCKS", PIPELINE_P1_BLOCKS))),
     )
@@ -116,7 +116,7 @@ def race_register_cap(block: int) -> dict:
     cap = knobs().race_maxnreg
     if cap < 0:
         cap = RACE_MAXNREG if block >= 1024 else RACE_MAXNREG_SMALL_BLOCK
-    return {"maxnreg": cap} if cap else {}
+    return _maxnreg(cap)
 
 
 # Chunks of at most this many requests run the decide stages inside the passes before them
@@ -126,10 +126,11 @@ FUSE_DECIDE_MAX_REQS = 4
 
 # Opt-in (``SPECFUZZ_PIPELINE=1``): larger chunks without a second pass run as one pipelined launch
 # (kernels/pipelined.py). The race of a request takes its tickets about ``SPECFUZZ_PIPELINE_LAG``
-# programs (one per logit row) after the request's pass-1 programs, and the launch's registers are
-# capped at ``SPECFUZZ_PIPELINE_MAXNREG`` (0: no cap). The defaults were the best of the H200 sweep
-# (docs/kernels.md, v13); off by default because it was not faster on most shapes.
-PIPELINE_LAG_PROGRAMS = 4096
+# pass-1 blocks after the request's pass-1 programs (each covering ``SPECFUZZ_PIPELINE_P1_BLOCKS``
+# blocks of a row), and the launch's registers are capped at ``SPECFUZZ_PIPELINE_MAXNREG`` (0: no
+# cap). The defaults were the best of the H200 sweep (docs/kernels.md, v13); off by default because
+# it was not faster on most shapes.
+PIPELINE_LAG_BLOCKS = 4096
 PIPELINE_MAXNREG = 64
 PIPELINE_P1_BLOCKS = 8
 
@@ -142,7 +143,11 @@ def pipeline_lag(slot_blocks: int) -> int:
 
 def pipeline_register_cap() -> dict:
     """Launch options capping the pipelined kernel's registers (``SPECFUZZ_PIPELINE_MAXNREG``; 0: none)."""
-    cap = knobs().pipeline_maxnreg
+    return _maxnreg(knobs().pipeline_maxnreg)
+
+
+def _maxnreg(cap: int) -> dict:
+    """Triton's launch option for a register cap (0: none)."""
     return {"maxnreg": cap} if cap else {}
 
 

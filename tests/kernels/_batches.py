@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 import kernels
-from kernels._device import default_device
+from kernels._device import INTERPRETING, default_device
 
 DEVICE = default_device()
 
@@ -156,3 +156,18 @@ def compare_to_reference(batch: Batch, method: str, out, ref, tally: Agreement) 
 
 def run_kernel(batch: Batch, method: str, **kwargs):
     return kernels.rejection_sample(*batch.args(), method=method, **kwargs)
+
+
+# Launch-path identity tests (one launch against separate launches): the interpreter runs small
+# vocabularies (several pass-1 blocks of 256), the GPU real ones.
+PATH_SHAPES = ([(300, torch.float32), (1000, torch.bfloat16)] if INTERPRETING
+               or DEVICE.type != "cuda"
+               else [(32000, torch.bfloat16), (262144, torch.bfloat16), (151936, torch.float32)])
+PATH_FAMILIES = (("normal", "shared") if INTERPRETING
+                 else ("normal", "peaked", "shared", "masked"))
+
+
+def assert_same_outputs(a, b, context) -> None:
+    """``(ids, num_emitted, logprobs or None)`` of two calls equal bit for bit."""
+    for name, x, y in zip(("ids", "num_emitted", "logprobs"), a, b, strict=True):
+        assert (x is None and y is None) or torch.equal(x, y), (context, name, x, y)

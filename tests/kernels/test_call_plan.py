@@ -10,7 +10,7 @@ import torch
 import kernels
 from kernels import call_plan
 from kernels.chunking import kept_plans, release_workspaces
-from tests.kernels._batches import DEVICE, make_batch
+from tests.kernels._batches import DEVICE, assert_same_outputs, make_batch
 from tests.kernels.test_structure import SUMMARY_KERNEL, _bad_inputs
 
 LAYOUTS = {
@@ -40,11 +40,6 @@ def _call(batch, lengths_on_host, **kwargs):
     return kernels.rejection_sample(*batch.args(), draft_lengths=lengths, **kwargs)
 
 
-def _same(a, b, what):
-    for x, y in zip(a, b, strict=True):
-        assert (x is None and y is None) or torch.equal(x, y), what
-
-
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("method,with_draft,want_logprobs", [("token", True, True), ("block", True, False),
                                                              ("block", False, True)])
@@ -64,7 +59,7 @@ def test_a_repeated_layout_runs_its_plan_bit_for_bit(layout, method, with_draft,
     assert len(kept_plans()) == 1 and not plan_runs
     got = _call(later, lengths_on_host, **kwargs)
     assert len(plan_runs) == 1, "the repeated layout did not run its plan"
-    _same(want, got, (layout, method, with_draft, want_logprobs, lengths_on_host))
+    assert_same_outputs(want, got, (layout, method, with_draft, want_logprobs, lengths_on_host))
 
 
 def test_a_plan_follows_the_checked_width(tuning_env, plan_runs):
@@ -77,7 +72,7 @@ def test_a_plan_follows_the_checked_width(tuning_env, plan_runs):
     kernels.rejection_sample(*wide.args(), method="block")
     got = kernels.rejection_sample(*narrow.args(), method="block")
     assert len(plan_runs) == 1 and got[0].shape == (2, 11)
-    _same(want, got, "narrow after wide")
+    assert_same_outputs(want, got, "narrow after wide")
 
 
 @pytest.mark.parametrize("batch,kwargs,name", _bad_inputs())
@@ -199,7 +194,8 @@ def test_gpu_plans_launch_directly_and_match_the_full_path(vocab, dtype, method,
     (plan,) = kept_plans().values()
     assert plan.summary.kernel.direct and plan.small_batch(9).direct
     for i, batch in enumerate(batches[1:]):
-        _same(want[i], kernels.rejection_sample(*batch.args(), method=method, want_logprobs=True), i)
+        got = kernels.rejection_sample(*batch.args(), method=method, want_logprobs=True)
+        assert_same_outputs(want[i], got, i)
     assert len(plan_runs) == 5
 
 

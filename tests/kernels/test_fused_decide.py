@@ -11,28 +11,19 @@ warps).
 from __future__ import annotations
 
 import pytest
-import torch
 
 import kernels
 import kernels.driver
-from kernels._device import INTERPRETING
-from tests.kernels._batches import DEVICE, make_batch
+from tests.kernels._batches import PATH_FAMILIES, PATH_SHAPES, assert_same_outputs, make_batch, run_kernel
 
 FUSE = "SPECFUZZ_FUSE_DECIDE_MAX_REQS"
 CASES = [(method, with_draft) for method in ("token", "block") for with_draft in (True, False)]
-# the interpreter runs small vocabularies (several pass-1 blocks of 256); the GPU real ones
-SHAPES = ([(300, torch.float32), (1000, torch.bfloat16)] if INTERPRETING or DEVICE.type != "cuda"
-          else [(32000, torch.bfloat16), (262144, torch.bfloat16), (151936, torch.float32)])
-FAMILIES = ("normal", "shared") if INTERPRETING else ("normal", "peaked", "shared", "masked")
+SHAPES = PATH_SHAPES
+FAMILIES = PATH_FAMILIES
 
 
 def _run(batch, method, **kwargs):
-    return kernels.rejection_sample(*batch.args(), method=method, want_logprobs=True, **kwargs)
-
-
-def _assert_same(a, b, context):
-    for name, x, y in zip(("ids", "num_emitted", "logprobs"), a, b, strict=True):
-        assert torch.equal(x, y), (context, name, x, y)
+    return run_kernel(batch, method, want_logprobs=True, **kwargs)
 
 
 @pytest.mark.parametrize("method,with_draft", CASES)
@@ -48,7 +39,7 @@ def test_fused_equals_unfused_bit_for_bit(method, with_draft, tuning_env):
             unfused = _run(batch, method)
             tuning_env(FUSE, "4")
             fused = _run(batch, method)
-            _assert_same(unfused, fused, (seed, method, with_draft, vocab, family))
+            assert_same_outputs(unfused, fused, (seed, method, with_draft, vocab, family))
 
 
 @pytest.mark.parametrize("method", ["token", "block"])
@@ -60,7 +51,7 @@ def test_small_chunks_of_a_large_batch_match_it(method, tuning_env):
     tuning_env(FUSE, "4")
     whole = _run(batch, method, max_chunk_bytes=None)
     for budget in (1, 5000, 20000):
-        _assert_same(whole, _run(batch, method, max_chunk_bytes=budget), (method, budget))
+        assert_same_outputs(whole, _run(batch, method, max_chunk_bytes=budget), (method, budget))
 
 
 def _count_launches(monkeypatch):
@@ -100,7 +91,7 @@ def test_block_without_any_draft_row_takes_the_separate_launches(tuning_env, mon
     fused = _run(batch, "block")
     assert "launch_decide" in calls, calls
     tuning_env(FUSE, "0")
-    _assert_same(_run(batch, "block"), fused, "no drafts")
+    assert_same_outputs(_run(batch, "block"), fused, "no drafts")
 
 
 @pytest.mark.parametrize("lengths", [[0], [1], [16], [3, 0, 2], [20, 0], [0, 0, 0, 0]])
@@ -118,6 +109,6 @@ def test_outputs_bound_before_the_check_have_the_checked_shape(lengths, tuning_e
     tuning_env(FUSE, "4")
     for kwargs in ({}, {"draft_lengths": lengths}):
         out = _run(batch, "token", **kwargs)
-        _assert_same(separate, out, (lengths, kwargs))
+        assert_same_outputs(separate, out, (lengths, kwargs))
         for tensor in (out[0], out[2]):
             assert tensor.shape == (len(lengths), width) and tensor.is_contiguous(), (tensor.shape, kwargs)

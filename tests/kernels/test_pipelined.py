@@ -10,28 +10,21 @@ on the GPU they also check the concurrent path at real vocabularies.
 from __future__ import annotations
 
 import pytest
-import torch
 
 import kernels
 import kernels.driver
 from kernels._device import INTERPRETING
-from tests.kernels._batches import DEVICE, make_batch
+from tests.kernels._batches import PATH_FAMILIES, PATH_SHAPES, assert_same_outputs, make_batch, run_kernel
 
 PIPE = "SPECFUZZ_PIPELINE"
 CASES = [("token", True), ("token", False), ("block", False)]  # block with draft logits: two passes
-SHAPES = ([(300, torch.float32), (1000, torch.bfloat16)] if INTERPRETING or DEVICE.type != "cuda"
-          else [(32000, torch.bfloat16), (262144, torch.bfloat16), (151936, torch.float32)])
-FAMILIES = ("normal", "shared") if INTERPRETING else ("normal", "peaked", "shared", "masked")
+SHAPES = PATH_SHAPES
+FAMILIES = PATH_FAMILIES
 NUM_REQS = 6 if INTERPRETING else 40
 
 
 def _run(batch, method, **kwargs):
-    return kernels.rejection_sample(*batch.args(), method=method, want_logprobs=True, **kwargs)
-
-
-def _assert_same(a, b, context):
-    for name, x, y in zip(("ids", "num_emitted", "logprobs"), a, b, strict=True):
-        assert torch.equal(x, y), (context, name, x, y)
+    return run_kernel(batch, method, want_logprobs=True, **kwargs)
 
 
 @pytest.mark.parametrize("method,with_draft", CASES)
@@ -45,7 +38,7 @@ def test_pipelined_equals_separate_launches_bit_for_bit(method, with_draft, tuni
             tuning_env(PIPE, "0")
             separate = _run(batch, method)
             tuning_env(PIPE, "1")
-            _assert_same(separate, _run(batch, method), (seed, method, with_draft, vocab, family))
+            assert_same_outputs(separate, _run(batch, method), (seed, method, with_draft, vocab, family))
 
 
 @pytest.mark.parametrize("lag", ["1", "7", "100000"])
@@ -58,7 +51,7 @@ def test_every_lag_gives_the_same_result(lag, tuning_env):
     separate = _run(batch, "token")
     tuning_env(PIPE, "1")
     tuning_env("SPECFUZZ_PIPELINE_LAG", lag)
-    _assert_same(separate, _run(batch, "token"), lag)
+    assert_same_outputs(separate, _run(batch, "token"), lag)
 
 
 def test_chunks_of_a_batch_match_it(tuning_env):
@@ -70,7 +63,7 @@ def test_chunks_of_a_batch_match_it(tuning_env):
     tuning_env(PIPE, "1")
     whole = _run(batch, "block", max_chunk_bytes=None)
     for budget in (1, 5000, 40000):
-        _assert_same(whole, _run(batch, "block", max_chunk_bytes=budget), budget)
+        assert_same_outputs(whole, _run(batch, "block", max_chunk_bytes=budget), budget)
 
 
 def _count_launches(monkeypatch):
