@@ -20,6 +20,12 @@ LOG2E = tl.constexpr(1.4426950408889634)
 ONE_SIXTH = tl.constexpr(1.0 / 6.0)
 ONE_24TH = tl.constexpr(1.0 / 24.0)
 ONE_120TH = tl.constexpr(1.0 / 120.0)
+# 1 - 2^g = g (S0 + g (S1 + g (S2 + g S3))) on [-1/8, 0), S0 = -ln 2: a minimax fit in relative error
+# (4e-9; the five-term expm1 series of one_minus_exp2: 7e-9, one FMUL and a min more)
+EXPM1_S0 = tl.constexpr(-0.6931471805599453)
+EXPM1_S1 = tl.constexpr(-0.24022604525089264)
+EXPM1_S2 = tl.constexpr(-0.05548139661550522)
+EXPM1_S3 = tl.constexpr(-0.009303565137088299)
 
 
 @triton.jit
@@ -53,3 +59,13 @@ def one_minus_exp2(g):
     z = below * LN2
     near = -z * (1.0 + z * (0.5 + z * (ONE_SIXTH + z * (ONE_24TH + z * ONE_120TH))))
     return tl.where(g > -0.125, near, 1.0 - tl.exp2(below))
+
+
+@triton.jit
+def one_minus_exp2_negative(gap):
+    """``1 - 2^gap`` for ``gap < 0`` (log2 units) to float32 relative accuracy, the per-element form
+    of the ALU-bound race and pass 2: the cubic fit above for ``gap > -1/8``, ``1 - 2^gap`` below
+    (within 2^-24 relative there). ``gap = -inf`` gives 1; ``gap >= 0`` gives a value <= 0 and NaN
+    gives NaN, which callers map to a zero weight."""
+    near = gap * (EXPM1_S0 + gap * (EXPM1_S1 + gap * (EXPM1_S2 + gap * EXPM1_S3)))
+    return tl.where(gap > -0.125, near, 1.0 - tl.exp2(gap))

@@ -35,17 +35,11 @@ import triton
 import triton.language as tl
 
 from kernels import tuning
-from kernels.fastmath import fast_log2
+from kernels.fastmath import fast_log2, one_minus_exp2_negative
 from kernels.randomness import SAMPLE_STREAM, log2_exponential_from_uniform, sampling_uniforms_block
 from kernels.row_stats import inverse_temperature, log2_prob, log_prob, request_span, widen
 
 NEG_INF = tl.constexpr(float("-inf"))
-# 1 - 2^g = g (S0 + g (S1 + g (S2 + g S3))) on [-1/8, 0), S0 = -ln 2: a minimax fit in relative error
-# (4e-9; the five-term expm1 series of kernels.fastmath.one_minus_exp2: 7e-9, one FMUL and a min more)
-EXPM1_S0 = tl.constexpr(-0.6931471805599453)
-EXPM1_S1 = tl.constexpr(-0.24022604525089264)
-EXPM1_S2 = tl.constexpr(-0.05548139661550522)
-EXPM1_S3 = tl.constexpr(-0.009303565137088299)
 
 
 @triton.jit
@@ -60,14 +54,12 @@ def log2_positive_part(a, log_q):
     """``log2 (2^a - 2^log_q)_+`` (``-inf`` where ``log_q >= a`` or either is NaN), all in log2 units.
 
     ``a + log2(1 - 2^gap)`` with ``gap`` the excess of ``log_q`` over ``a``; for ``gap > -1/8`` the
-    factor ``1 - 2^gap`` is ``gap S(gap)``, a cubic fit of ``expm1`` (relative error 4e-9), so
+    factor ``1 - 2^gap`` is a cubic fit (``fastmath.one_minus_exp2_negative``), so
     near-equal ``p b`` and ``q`` keep the resolution their float32 inputs carry, and tiny residuals
     never cancel to 0 in ``2^a``. ``gap >= 0`` makes that factor ``-0`` or negative (log2: ``-inf``
     or NaN), and the final ``max`` maps NaN to ``-inf`` (``_no_nan``).
     """
-    gap = log_q - a
-    near = gap * (EXPM1_S0 + gap * (EXPM1_S1 + gap * (EXPM1_S2 + gap * EXPM1_S3)))
-    return _no_nan(a + fast_log2(tl.where(gap > -0.125, near, 1.0 - tl.exp2(gap))))
+    return _no_nan(a + fast_log2(one_minus_exp2_negative(log_q - a)))
 
 
 @triton.jit

@@ -16,7 +16,7 @@ from kernels._device import INTERPRETING, default_device
 
 DEVICE = default_device()
 
-FAMILIES = ("normal", "peaked", "ties", "masked", "shared", "huge")
+FAMILIES = ("normal", "peaked", "ties", "masked", "shared", "huge", "near")
 
 # float32 decision margins inside which the kernel may disagree with the float64 oracle (a "tie").
 ACCEPT_TIE = {"token": 1e-5, "block": 1e-4}
@@ -72,9 +72,11 @@ def make_batch(seed: int, *, num_reqs: int = 3, max_k: int = 4, vocab: int = 300
         lengths = [int(k) for k in rng.integers(0, max_k + 1, num_reqs)]
     num_reqs, num_drafts = len(lengths), sum(lengths)
     target = _logits(rng, num_drafts + num_reqs, vocab, family)
+    req_of_slot = np.repeat(np.arange(num_reqs), lengths)
     if family == "shared":
-        req_of_slot = np.repeat(np.arange(num_reqs), lengths)
         draft = target[np.arange(num_drafts) + req_of_slot]
+    elif family == "near":  # a draft model close to the target: block verification's Z and h matter
+        draft = target[np.arange(num_drafts) + req_of_slot] + 0.5 * _logits(rng, num_drafts, vocab, "normal")
     else:
         draft = _logits(rng, num_drafts, vocab, family)
     temperature = np.exp(rng.uniform(np.log(1e-8), np.log(100.0), num_reqs)).astype(np.float32)

@@ -65,6 +65,37 @@ def test_coupled_hypothesis(seed, family, method, with_draft, dtype, vocab):
 
 
 @pytest.mark.interpreter
+def test_coupled_block_with_close_drafts():
+    """Block verification where its residual masses decide: drafts close to the target ("near").
+
+    With independent target and draft rows ``p_i`` collapses to ~0, so every ``tau`` is 0 or ``g``
+    and ``Z_{i+1}`` never matters (a kernel with ``Z = 0`` passed the sweep above). Here some
+    requests must stop strictly inside their draft; both launch paths (<= 4 requests: one launch)."""
+    master = int(os.environ.get("SPECFUZZ_SEED", "20261202"))
+    print(f"master seed {master} (set SPECFUZZ_SEED to change)")
+    rng = np.random.default_rng(master)
+    tally, inside = Agreement(), dict.fromkeys(DTYPES, 0)
+    for i in range(12):
+        dtype, num_reqs = DTYPES[i % 3], (3, 6)[(i // 3) % 2]
+        # every other vocabulary a power of 2: blocks without a mask
+        vocab = int(rng.integers(2, 700)) if i % 2 else 2 ** int(rng.integers(1, 10))
+        batch = make_batch(int(rng.integers(2**32)), num_reqs=num_reqs, vocab=vocab,
+                           dtype=dtype, family="near", lengths=[int(k) for k in rng.integers(2, 7, num_reqs)],
+                           greedy_fraction=0.0)
+        out = _check_outputs(batch, "block", tally)
+        inside[dtype] += sum(0 < n - 1 < k for n, k in zip(out[1].tolist(), batch.lengths, strict=True))
+    print(f"requests {tally.requests}, ties {tally.ties}, stopped inside the draft {inside}")
+    assert not tally.mismatches, "\n".join(tally.mismatches)
+    assert min(inside.values()) >= 4, "too few requests stop inside their draft: Z is no longer exercised"
+
+
+def _check_outputs(batch, method, tally):
+    out = run_kernel(batch, method, want_logprobs=True)
+    compare_to_reference(batch, method, out, reference_result(batch, method, True), tally)
+    return out
+
+
+@pytest.mark.interpreter
 def test_long_drafts_and_empty_drafts():
     """k = 0 beside k = 17 (more than 16 slots, two rows-tiles of the decide kernel)."""
     for method in ("token", "block"):
