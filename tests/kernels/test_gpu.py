@@ -20,15 +20,19 @@ def test_coupled_large_vocab(vocab, dtype):
     master = int(os.environ.get("SPECFUZZ_SEED", "7")) + vocab
     print(f"seed {master}")
     tally = Agreement()
-    combos = [("token", True), ("block", True), ("block", False), ("token", False)]
-    for i, (method, with_draft) in enumerate(combos):
-        family = ("normal", "peaked", "masked", "huge")[i]
+    # "near" (drafts close to the target) is where block verification's Z and h decide
+    combos = [("token", True, "normal"), ("block", True, "peaked"), ("block", False, "masked"),
+              ("token", False, "huge"), ("block", True, "near"), ("token", True, "near")]
+    inside = 0
+    for i, (method, with_draft, family) in enumerate(combos):
         batch = make_batch(master + i, num_reqs=8, max_k=8, vocab=vocab, dtype=dtype, family=family,
                            with_draft=with_draft, device="cuda")
         out = run_kernel(batch, method, want_logprobs=True)
         compare_to_reference(batch, method, out, reference_result(batch, method, True), tally)
+        if family == "near" and method == "block":
+            inside += sum(0 < n - 1 < k for n, k in zip(out[1].tolist(), batch.lengths, strict=True))
     print(f"vocab {vocab} {dtype}: requests {tally.requests} ties {tally.ties} "
-          f"mismatches {len(tally.mismatches)}")
+          f"mismatches {len(tally.mismatches)}, block requests stopped inside their draft {inside}")
     assert not tally.mismatches, "\n".join(tally.mismatches)
     assert tally.ties <= 0.05 * tally.requests
 
