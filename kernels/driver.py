@@ -21,11 +21,12 @@ one-chunk call (``OneChunkCall``) allocates and binds while its value check is i
 after the check a small batch only makes two tensor views and one launch; a small call whose layout
 repeats runs its kept plan (``call_plan``), which skips the metadata checks and the binding too.
 
-With ``SPECFUZZ_OVERLAP=1`` on CUDA (opt-in; measured without gain, docs/kernels.md), a chunk of many
-requests is split into parts and step 4 (ALU-bound) runs on a high-priority side stream, overlapping
-the next part's memory-bound passes; the caller's stream waits for it before returning. Results never
-depend on the split (every decision is per request). No host-device synchronisation except the single
-copy ``validation.check_values`` makes (skipped when the caller passes ``draft_lengths``).
+With ``SPECFUZZ_OVERLAP=1`` on CUDA (opt-in; measured slower in v3 and v14, docs/kernels.md), a
+chunk of many requests is split into parts and step 4 (ALU-bound) runs on a high-priority side
+stream, overlapping the next part's memory-bound passes; the caller's stream waits for it before
+returning. Results never depend on the split (every decision is per request). No host-device
+synchronisation except the single copy ``validation.check_values`` makes (skipped when the caller
+passes ``draft_lengths``).
 """
 
 from __future__ import annotations

@@ -158,7 +158,7 @@ def fuse_decide_max_reqs() -> int:
 
 # Opt-in (``SPECFUZZ_OVERLAP=1``): large chunks are split into parts whose sampling race (ALU-bound)
 # runs on a high-priority side stream while the next part's statistics pass (memory-bound) runs on the
-# caller's stream. Off by default until it has been measured on the H200 (docs/kernels.md).
+# caller's stream. Off: on the H200 it was slower on every shape measured (v3, v14; docs/kernels.md).
 OVERLAP_PARTS = 4
 OVERLAP_MIN_PART = 32
 
