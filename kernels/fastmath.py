@@ -52,9 +52,11 @@ def one_minus_exp2(g):
     """``1 - 2^g`` for ``g <= 0`` (log2 units) to float32 relative accuracy, also where ``2^g``
     rounds to 1: for ``g > -1/8`` the ``expm1`` series (5 terms, relative error < 1e-8), so
     ``1 - p`` of a ``p`` within float32's epsilon of 1 keeps the precision ``log p`` carries.
-    ``g = -inf`` gives 1, ``g >= 0`` gives 0. (The series in ``g`` with folded coefficients saved
-    an instruction but raised the float32 pass-2 kernel from 80 to 117 registers and its time by
-    4 % on the H200.)"""
+    ``g = -inf`` gives 1, ``g >= 0`` gives 0. The decide kernel's scalar form (``1 - p``, the
+    point-mass ``1 - b(x)``); the per-element passes use ``one_minus_exp2_negative``, one FMUL and
+    the clamp fewer (an earlier variant of that fit raised pass 2's float32 registers from 80 to 117 and
+    its time by 4 %; v14's pass 2 takes 115 and is faster than before, docs/kernels.md). Not merged
+    with it: decide's results would move by float32 rounding and that has not been run on a GPU."""
     below = tl.minimum(g, 0.0)
     z = below * LN2
     near = -z * (1.0 + z * (0.5 + z * (ONE_SIXTH + z * (ONE_24TH + z * ONE_120TH))))

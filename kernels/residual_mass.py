@@ -44,44 +44,39 @@ def residual_mass_block(draft_row, vblock, num_reqs, target_ptr, draft_ptr, targ
     loads of the blocks inside the row and a branch that skips greedy requests (4-10 % faster than
     v13's pass 2), a structure that made float32 5-9 % slower."""
     cols = vblock * BLOCK_V + tl.arange(0, BLOCK_V)
-    draft_row_ptr = draft_ptr + draft_row.to(tl.int64) * draft_stride
+    if draft_ptr.dtype.element_ty.primitive_bitwidth == 32:
+        full = False
+    else:
+        full = (vblock + 1) * BLOCK_V <= vocab_size
+    # Issued first: the draft row does not depend on the request lookup.
+    xd = _load_block(draft_ptr + draft_row.to(tl.int64) * draft_stride, cols, vocab_size, full)
+    # Clamped: rows of a wrong vouched ``cu`` may be in no request's span (their entry is stale).
+    req = tl.minimum(tl.maximum(tl.load(row_req_ptr + num_target_rows + draft_row), 0), num_reqs - 1)
+    target_row = draft_row + req  # target row i of the request sits at cu[r] + r + i
+    temperature = tl.load(temperature_ptr + req).to(tl.float32)
     z = 0.0
     if draft_ptr.dtype.element_ty.primitive_bitwidth == 32:
-        # Issued first: the draft row does not depend on the request lookup.
-        xd = widen(tl.load(draft_row_ptr + cols, mask=cols < vocab_size, other=NEG_INF))
-        target_row, temperature = _request_of_draft_row(draft_row, num_reqs, row_req_ptr, temperature_ptr,
-                                                        num_target_rows)
         live = tl.where(temperature > 0, cols < vocab_size, False)  # (vector & scalar breaks the interpreter)
         xt = widen(tl.load(target_ptr + target_row.to(tl.int64) * target_stride + cols, mask=live,
                            other=NEG_INF))
         z = _mass_sum(xt, xd, target_row, draft_row, temperature, row_max_ptr, row_log_sum_ptr,
                       logp_before_ptr, num_target_rows)
-    else:
-        full = (vblock + 1) * BLOCK_V <= vocab_size
-        if full:
-            xd = widen(tl.load(draft_row_ptr + cols))
-        else:
-            xd = widen(tl.load(draft_row_ptr + cols, mask=cols < vocab_size, other=NEG_INF))
-        target_row, temperature = _request_of_draft_row(draft_row, num_reqs, row_req_ptr, temperature_ptr,
-                                                        num_target_rows)
-        if temperature > 0:  # greedy requests read no target row and write 0
-            target_row_ptr = target_ptr + target_row.to(tl.int64) * target_stride
-            if full:
-                xt = widen(tl.load(target_row_ptr + cols))
-            else:
-                xt = widen(tl.load(target_row_ptr + cols, mask=cols < vocab_size, other=NEG_INF))
-            z = _mass_sum(xt, xd, target_row, draft_row, temperature, row_max_ptr, row_log_sum_ptr,
-                          logp_before_ptr, num_target_rows)
+    elif temperature > 0:  # greedy requests read no target row and write 0
+        xt = _load_block(target_ptr + target_row.to(tl.int64) * target_stride, cols, vocab_size, full)
+        z = _mass_sum(xt, xd, target_row, draft_row, temperature, row_max_ptr, row_log_sum_ptr,
+                      logp_before_ptr, num_target_rows)
     tl.store(z_part_ptr + draft_row * num_vblocks + vblock, z)
 
 
 @triton.jit
-def _request_of_draft_row(draft_row, num_reqs, row_req_ptr, temperature_ptr, num_target_rows):
-    """``(target row i, temperature)`` of draft row i's request."""
-    # Clamped: rows of a wrong vouched ``cu`` may be in no request's span (their entry is stale).
-    req = tl.minimum(tl.maximum(tl.load(row_req_ptr + num_target_rows + draft_row), 0), num_reqs - 1)
-    target_row = draft_row + req  # target row i of the request sits at cu[r] + r + i
-    return target_row, tl.load(temperature_ptr + req).to(tl.float32)
+def _load_block(row_ptr, cols, vocab_size, full):
+    """A block of a row as float32: without a mask when ``full`` (it lies inside the row), else
+    ``-inf`` past ``vocab_size``."""
+    if full:
+        x = widen(tl.load(row_ptr + cols))
+    else:
+        x = widen(tl.load(row_ptr + cols, mask=cols < vocab_size, other=NEG_INF))
+    return x
 
 
 @triton.jit

@@ -160,6 +160,12 @@ def run_kernel(batch: Batch, method: str, **kwargs):
     return kernels.rejection_sample(*batch.args(), method=method, **kwargs)
 
 
+def stopped_inside(batch: Batch, out) -> int:
+    """Requests whose output stopped strictly inside their draft (0 < tau < k): where block
+    verification's residual masses Z decide."""
+    return sum(0 < n - 1 < k for n, k in zip(out[1].tolist(), batch.lengths, strict=True))
+
+
 # Launch-path identity tests (one launch against separate launches): the interpreter runs small
 # vocabularies (several pass-1 blocks of 256), the GPU real ones.
 PATH_SHAPES = ([(300, torch.float32), (1000, torch.bfloat16)] if INTERPRETING
