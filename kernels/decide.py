@@ -31,7 +31,8 @@ import kernels._device  # noqa: F401
 import triton
 import triton.language as tl
 
-from kernels import tuning
+from kernels import dependent_launch, tuning
+from kernels.dependent_launch import let_next_start, wait_for_previous
 from kernels.deep_tails import CLAIMED, DEEP_BLOCK, deep_tail_race, is_deep
 from kernels.fastmath import LOG2E, log1p, one_minus_exp2
 from kernels.randomness import ACCEPT_STREAM, philox_uniform
@@ -113,10 +114,13 @@ def decide_request(req, num_reqs, target_ptr, draft_ptr, target_stride, draft_st
                    num_target_rows, vocab_size, num_vblocks,
                    BLOCK_METHOD: tl.constexpr, HAS_DRAFT: tl.constexpr, COMBINE: tl.constexpr,
                    DECIDE: tl.constexpr, WANT_LOGPROBS: tl.constexpr,
-                   ROWS: tl.constexpr, NVB: tl.constexpr, MODE_BLOCK: tl.constexpr, CACHE: tl.constexpr):
+                   ROWS: tl.constexpr, NVB: tl.constexpr, MODE_BLOCK: tl.constexpr, CACHE: tl.constexpr,
+                   PDL: tl.constexpr):
     """The decisions of request ``req`` of ``num_reqs`` (the module docstring): the body of the decide
     kernel, and of the fused launches of ``kernels/fused_decide.py``, whose ``CACHE`` is ``.cg``
-    because the statistics it reads were written by other programs of the same launch."""
+    because the statistics it reads were written by other programs of the same launch. ``PDL``: a
+    dependent launch (kernels/dependent_launch.py): what depends only on the call's inputs (the draft
+    tokens' logits, the accept uniforms) is loaded before the wait, the statistics after it."""
     draft_row0, k = request_span(cu_ptr, req, num_target_rows - num_reqs, out_width - 1)
     target_row0 = draft_row0 + req
     temperature = tl.load(temperature_ptr + req).to(tl.float32)
@@ -126,6 +130,20 @@ def decide_request(req, num_reqs, target_ptr, draft_ptr, target_stride, draft_st
     slot = rows < k
     t_stat = target_row0 + rows
     q_stat = num_target_rows + draft_row0 + rows
+
+    # The draft tokens' logits and the accept uniforms (eta for block).
+    x = tl.load(draft_ids_ptr + draft_row0 + rows, mask=slot, other=-1).to(tl.int64)
+    x_ok = slot & (x >= 0) & (x < vocab_size)
+    x_safe = tl.where(x_ok, x, 0)
+    t_x = tl.load(target_ptr + (target_row0 + rows).to(tl.int64) * target_stride + x_safe, mask=x_ok,
+                  other=0.0).to(tl.float32)
+    if HAS_DRAFT:
+        d_x = tl.load(draft_ptr + (draft_row0 + rows).to(tl.int64) * draft_stride + x_safe, mask=x_ok,
+                      other=0.0).to(tl.float32)
+    seed = tl.load(seeds_ptr + req)
+    position0 = tl.load(positions_ptr + req)
+    u = philox_uniform(seed, rows * 0, position0 + rows, ACCEPT_STREAM)
+    wait_for_previous(PDL)
 
     if COMBINE:
         t_max, t_log_sum, t_arg = _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr, target_row0,
@@ -147,22 +165,12 @@ def decide_request(req, num_reqs, target_ptr, draft_ptr, target_stride, draft_st
             q_max = tl.load(row_max_ptr + q_stat, mask=slot, other=0.0, cache_modifier=CACHE)
             q_log_sum = tl.load(row_log_sum_ptr + q_stat, mask=slot, other=0.0, cache_modifier=CACHE)
 
-    # b(x) and q(x) of every draft token, and the accept uniforms (eta for block).
-    x = tl.load(draft_ids_ptr + draft_row0 + rows, mask=slot, other=-1).to(tl.int64)
-    x_ok = slot & (x >= 0) & (x < vocab_size)
-    x_safe = tl.where(x_ok, x, 0)
-    t_x = tl.load(target_ptr + (target_row0 + rows).to(tl.int64) * target_stride + x_safe, mask=x_ok,
-                  other=0.0).to(tl.float32)
+    # b(x) and q(x) of every draft token.
     log_b = tl.where(x_ok, log_prob(t_x, t_max, inv_t, t_log_sum), NEG_INF)
     if HAS_DRAFT:
-        d_x = tl.load(draft_ptr + (draft_row0 + rows).to(tl.int64) * draft_stride + x_safe, mask=x_ok,
-                      other=0.0).to(tl.float32)
         log_q = tl.where(x_ok, log_prob(d_x, q_max, inv_t, q_log_sum), 0.0)
     else:
         log_q = tl.zeros((ROWS,), tl.float32)  # point mass: q(x) = 1
-    seed = tl.load(seeds_ptr + req)
-    position0 = tl.load(positions_ptr + req)
-    u = philox_uniform(seed, rows * 0, position0 + rows, ACCEPT_STREAM)
 
     # u * q(x) < b(x) in log space: at tiny temperatures both probabilities underflow float32.
     token_accept = tl.log(u) + log_q < log_b
@@ -260,19 +268,21 @@ def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids
                    num_target_rows, vocab_size, num_vblocks,
                    BLOCK_METHOD: tl.constexpr, HAS_DRAFT: tl.constexpr, COMBINE: tl.constexpr,
                    DECIDE: tl.constexpr, WANT_LOGPROBS: tl.constexpr,
-                   ROWS: tl.constexpr, NVB: tl.constexpr, MODE_BLOCK: tl.constexpr):
+                   ROWS: tl.constexpr, NVB: tl.constexpr, MODE_BLOCK: tl.constexpr, PDL: tl.constexpr):
+    let_next_start(PDL)
     decide_request(tl.program_id(0), tl.num_programs(0), target_ptr, draft_ptr, target_stride, draft_stride,
                    draft_ids_ptr, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
                    blk_max_ptr, blk_tail_ptr, blk_arg_ptr, row_max_ptr, row_log_sum_ptr, row_arg_ptr,
                    logp_before_ptr, z_part_ptr, tau_ptr, residual_logp_ptr, done_ptr,
                    out_ids_ptr, out_num_ptr, out_logprobs_ptr, out_width, num_target_rows, vocab_size,
                    num_vblocks, BLOCK_METHOD, HAS_DRAFT, COMBINE, DECIDE, WANT_LOGPROBS, ROWS, NVB,
-                   MODE_BLOCK, "")
+                   MODE_BLOCK, "", PDL)
 
 
 def launch_decide(ws, batch, num_reqs, *, block_method, has_draft, combine, decide, want_logprobs, rows,
-                  nvb_pow2):
-    """One program per request of the chunk; see the module docstring for the two stages."""
+                  nvb_pow2, pdl=False):
+    """One program per request of the chunk; see the module docstring for the two stages. ``pdl``: a
+    dependent launch (kernels/dependent_launch.py)."""
     mode_block = pass1_block_width(batch.target_logits.shape[1], ws.num_vblocks)
     draft = batch.draft_logits if has_draft else batch.target_logits
     _decide_kernel[(num_reqs,)](
@@ -280,7 +290,7 @@ def launch_decide(ws, batch, num_reqs, *, block_method, has_draft, combine, deci
         *decide_arguments(ws, batch, want_logprobs),
         BLOCK_METHOD=block_method, HAS_DRAFT=has_draft, COMBINE=combine, DECIDE=decide,
         WANT_LOGPROBS=want_logprobs, ROWS=rows, NVB=nvb_pow2, MODE_BLOCK=mode_block,
-        num_warps=decide_warps(mode_block), variant=batch.variant,
+        num_warps=decide_warps(mode_block), variant=batch.variant, **dependent_launch.options(pdl),
     )
 
 

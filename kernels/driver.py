@@ -303,18 +303,20 @@ def _launch_chunk(ws, chunk, num_reqs, geo, *, block_method, has_draft, want_log
         launch_pipelined(ws, chunk, num_reqs, geo, block_method=block_method, has_draft=has_draft,
                          want_logprobs=want_logprobs, table_written=table_written)
         return
+    # After the chunk's first kernel, each kernel is a dependent launch (kernels/dependent_launch.py).
+    pdl = side is None and tuning.pdl_enabled(chunk.target_logits.device)
     launch_row_stats(ws, chunk.target_logits, chunk.draft_logits, chunk.cu, chunk.temperature, num_reqs,
-                     geo.block_v, variant=chunk.variant, table_written=table_written)
+                     geo.block_v, variant=chunk.variant, table_written=table_written, pdl=pdl)
     common = dict(block_method=block_method, has_draft=has_draft, want_logprobs=want_logprobs,
-                  rows=geo.rows_pow2, nvb_pow2=geo.nvb_pow2)
+                  rows=geo.rows_pow2, nvb_pow2=geo.nvb_pow2, pdl=pdl)
     launch_decide(ws, chunk, num_reqs, combine=True, decide=not two_stage, **common)
     if two_stage:
-        launch_residual_mass(ws, chunk, num_reqs, geo.block_v)
+        launch_residual_mass(ws, chunk, num_reqs, geo.block_v, pdl)
         launch_decide(ws, chunk, num_reqs, combine=False, decide=True, **common)
     race = dict(has_draft=has_draft, want_logprobs=want_logprobs, race_block=geo.race_block,
                 race_blocks=geo.race_blocks, nvb_pow2=geo.race_pow2)
     if side is None:
-        launch_residual_sample(ws, chunk, num_reqs, **race)
+        launch_residual_sample(ws, chunk, num_reqs, pdl=pdl, **race)
     else:  # the ALU-bound race of this part overlaps the memory-bound passes of the next part
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):

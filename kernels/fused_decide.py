@@ -105,7 +105,7 @@ def decide_each_request(num_reqs, target_ptr, draft_ptr, target_stride, draft_st
                        blk_arg_ptr, row_max_ptr, row_log_sum_ptr, row_arg_ptr, logp_before_ptr, z_part_ptr,
                        tau_ptr, residual_logp_ptr, done_ptr, out_ids_ptr, out_num_ptr, out_logprobs_ptr,
                        out_width, num_target_rows, vocab_size, num_vblocks, BLOCK_METHOD, HAS_DRAFT, COMBINE,
-                       DECIDE, WANT_LOGPROBS, ROWS, NVB, MODE_BLOCK, ".cg")
+                       DECIDE, WANT_LOGPROBS, ROWS, NVB, MODE_BLOCK, ".cg", False)
 
 
 @tuning.launch_jit(counts=("out_width", "num_target_rows", "num_vblocks", "num_reqs", "pass1_programs",
@@ -126,7 +126,7 @@ def _small_batch_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_
     if ticket < pass1_programs:
         block_statistics(ticket // num_vblocks, ticket % num_vblocks, target_ptr, draft_ptr, target_stride,
                          draft_stride, row_scale_ptr, blk_max_ptr, blk_tail_ptr, blk_arg_ptr, num_target_rows,
-                         vocab_size, num_vblocks, BLOCK_V, PAIR_TAIL)
+                         vocab_size, num_vblocks, BLOCK_V, PAIR_TAIL, False)
         if finish_and_count(sync_ptr + 1, pass1_programs):
             decide_each_request(num_reqs, target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr,
                                 cu_ptr, temperature_ptr, seeds_ptr, positions_ptr, blk_max_ptr, blk_tail_ptr,
@@ -142,7 +142,7 @@ def _small_batch_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_
         residual_mass_block(block // num_vblocks, block % num_vblocks, num_reqs, target_ptr, draft_ptr,
                             target_stride, draft_stride, temperature_ptr, row_max_ptr, row_log_sum_ptr,
                             row_req_ptr, logp_before_ptr, z_part_ptr, num_target_rows, vocab_size,
-                            num_vblocks, BLOCK_V)
+                            num_vblocks, BLOCK_V, False)
         if finish_and_count(sync_ptr + 2, pass2_programs):
             decide_each_request(num_reqs, target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr,
                                 cu_ptr, temperature_ptr, seeds_ptr, positions_ptr, blk_max_ptr, blk_tail_ptr,

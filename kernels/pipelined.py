@@ -87,7 +87,8 @@ def _pipelined_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_sc
                     if first + i < num_vblocks:
                         block_statistics(row, first + i, target_ptr, draft_ptr, target_stride, draft_stride,
                                          row_scale_ptr, blk_max_ptr, blk_tail_ptr, blk_arg_ptr,
-                                         num_target_rows, vocab_size, num_vblocks, BLOCK_V, PAIR_TAIL)
+                                         num_target_rows, vocab_size, num_vblocks, BLOCK_V, PAIR_TAIL,
+                                         False)
                 if finish_and_count(stage_ptr + req, num_rows * row_programs):
                     decide_request(req, num_reqs, target_ptr, draft_ptr, target_stride, draft_stride,
                                    draft_ids_ptr, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
@@ -95,7 +96,7 @@ def _pipelined_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_sc
                                    row_arg_ptr, logp_before_ptr, z_part_ptr, tau_ptr, residual_logp_ptr,
                                    done_ptr, out_ids_ptr, out_num_ptr, out_logprobs_ptr, out_width,
                                    num_target_rows, vocab_size, num_vblocks, BLOCK_METHOD, HAS_DRAFT, True,
-                                   True, WANT_LOGPROBS, ROWS, NVB, MODE_BLOCK, ".cg")
+                                   True, WANT_LOGPROBS, ROWS, NVB, MODE_BLOCK, ".cg", False)
                     publish(stage_ptr + req)
     else:
         req = rnd - lag

@@ -34,7 +34,8 @@ import kernels._device  # noqa: F401
 import triton
 import triton.language as tl
 
-from kernels import tuning
+from kernels import dependent_launch, tuning
+from kernels.dependent_launch import let_next_start, wait_for_previous
 from kernels.fastmath import fast_log2, one_minus_exp2_negative
 from kernels.randomness import SAMPLE_STREAM, log2_exponential_from_uniform, sampling_uniforms_block
 from kernels.row_stats import inverse_temperature, log2_prob, log_prob, request_span, widen
@@ -129,7 +130,11 @@ def _race_blocks_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draf
                         tau_ptr, residual_logp_ptr, res_score_ptr, res_index_ptr, done_ptr,
                         out_ids_ptr, out_logprobs_ptr, num_target_rows, vocab_size, num_blocks, out_width,
                         HAS_DRAFT: tl.constexpr, BLOCK_V: tl.constexpr, WANT_LOGPROBS: tl.constexpr,
-                        NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr):
+                        NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr, PDL: tl.constexpr):
+    # A dependent launch (kernels/dependent_launch.py) gains the launch and the last wave of decide;
+    # what the race reads before its scores depends on decide's tau.
+    let_next_start(PDL)
+    wait_for_previous(PDL)
     race_block_program(tl.program_id(0), tl.program_id(1), tl.num_programs(0), target_ptr, draft_ptr,
                        target_stride, draft_stride, draft_ids_ptr, cu_ptr, temperature_ptr, seeds_ptr,
                        positions_ptr, row_max_ptr, row_log_sum_ptr, tau_ptr, residual_logp_ptr, res_score_ptr,
@@ -255,7 +260,7 @@ def race_block_size(num_reqs: int, vocab_size: int, block_v: int) -> int:
 
 
 def launch_residual_sample(ws, batch, num_reqs, *, has_draft, want_logprobs, race_block, race_blocks,
-                           nvb_pow2):
+                           nvb_pow2, pdl=False):
     draft = batch.draft_logits if has_draft else batch.target_logits
     out_logprobs = batch.out_logprobs if want_logprobs else batch.out_num
     _race_blocks_kernel[(num_reqs, race_blocks)](
@@ -265,5 +270,5 @@ def launch_residual_sample(ws, batch, num_reqs, *, has_draft, want_logprobs, rac
         batch.target_logits.shape[0], batch.target_logits.shape[1], race_blocks, batch.out_ids.shape[1],
         HAS_DRAFT=has_draft, BLOCK_V=race_block, WANT_LOGPROBS=want_logprobs, NVB=nvb_pow2,
         FALLBACK_BLOCK=1024, num_warps=tuning.race_warps(race_block), variant=batch.variant,
-        **tuning.race_register_cap(race_block),
+        **tuning.race_register_cap(race_block), **dependent_launch.options(pdl),
     )

@@ -21,7 +21,8 @@ import kernels._device  # noqa: F401
 import triton
 import triton.language as tl
 
-from kernels import chunking, tuning
+from kernels import chunking, dependent_launch, tuning
+from kernels.dependent_launch import let_next_start, wait_for_previous
 from kernels.fastmath import LOG2E
 
 NEG_INF = tl.constexpr(float("-inf"))
@@ -91,8 +92,10 @@ def write_row_table(req, cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, do
                    small_pointers=("cu_ptr", "temperature_ptr", "row_scale_ptr", "row_req_ptr", "done_ptr",
                                    "sync_ptr"))
 def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr, sync_ptr,
-                      num_target_rows, BLOCK: tl.constexpr):
-    """One program per request (the default path's value summary writes the table itself instead)."""
+                      num_target_rows, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    """One program per request (the default path's value summary writes the table itself instead).
+    The chunk's first kernel: a plain launch, so it runs after everything before it in the stream."""
+    let_next_start(PDL)
     write_row_table(tl.program_id(0), cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr,
                     sync_ptr, num_target_rows, tl.num_programs(0), BLOCK)
 
@@ -127,17 +130,19 @@ def stacked_row(target_ptr, draft_ptr, target_stride, draft_stride, row, num_tar
                    small_pointers=("row_scale_ptr", "blk_max_ptr", "blk_tail_ptr", "blk_arg_ptr"))
 def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr,
                       blk_max_ptr, blk_tail_ptr, blk_arg_ptr, num_target_rows, vocab_size, num_vblocks,
-                      BLOCK_V: tl.constexpr, PAIR_TAIL: tl.constexpr):
+                      BLOCK_V: tl.constexpr, PAIR_TAIL: tl.constexpr, PDL: tl.constexpr):
+    let_next_start(PDL)
     block_statistics(tl.program_id(0), tl.program_id(1), target_ptr, draft_ptr, target_stride, draft_stride,
                      row_scale_ptr, blk_max_ptr, blk_tail_ptr, blk_arg_ptr, num_target_rows, vocab_size,
-                     num_vblocks, BLOCK_V, PAIR_TAIL)
+                     num_vblocks, BLOCK_V, PAIR_TAIL, PDL)
 
 
 @triton.jit
 def block_statistics(row, vblock, target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr,
                      blk_max_ptr, blk_tail_ptr, blk_arg_ptr, num_target_rows, vocab_size, num_vblocks,
-                     BLOCK_V: tl.constexpr, PAIR_TAIL: tl.constexpr):
-    """Pass 1 for (``row``, ``vblock``): the module docstring's three statistics."""
+                     BLOCK_V: tl.constexpr, PAIR_TAIL: tl.constexpr, PDL: tl.constexpr):
+    """Pass 1 for (``row``, ``vblock``): the module docstring's three statistics. ``PDL``: launched
+    as a dependent launch (kernels/dependent_launch.py), so the row table is read after the wait."""
     row_ptr = stacked_row(target_ptr, draft_ptr, target_stride, draft_stride, row, num_target_rows)
     cols = vblock * BLOCK_V + tl.arange(0, BLOCK_V)
     # evict_first: each logit is read once here (the race re-reads one row per request, long after);
@@ -147,6 +152,7 @@ def block_statistics(row, vblock, target_ptr, draft_ptr, target_stride, draft_st
         x = widen(tl.load(row_ptr + cols, eviction_policy=STREAM))
     else:
         x = widen(tl.load(row_ptr + cols, mask=cols < vocab_size, other=NEG_INF, eviction_policy=STREAM))
+    wait_for_previous(PDL)
     scale = tl.load(row_scale_ptr + row)
     greedy = scale < 0
     exp2_scale = tl.where(greedy, 1.0, scale) * LOG2E
@@ -181,32 +187,36 @@ def block_statistics(row, vblock, target_ptr, draft_ptr, target_stride, draft_st
         tl.store(blk_arg_ptr + out, tl.min(tl.where(finite == best, cols, vocab_size + BLOCK_V), axis=0))
 
 
-def launch_row_table(ws, cu, temperature, num_reqs, num_target_rows, variant=None):
-    """The row table and zeroed race counters of a chunk (one program per request)."""
+def launch_row_table(ws, cu, temperature, num_reqs, num_target_rows, variant=None, pdl=False):
+    """The row table and zeroed race counters of a chunk (one program per request); ``pdl``: the
+    kernels after it are dependent launches."""
     _row_table_kernel[(num_reqs,)](cu, temperature, ws.row_scale, ws.row_req, ws.done, ws.sync,
-                                   num_target_rows, BLOCK=TABLE_BLOCK, variant=variant)
+                                   num_target_rows, BLOCK=TABLE_BLOCK, variant=variant,
+                                   **dependent_launch.options(pdl, first=True))
 
 
 def bind_row_table(ws, num_reqs, num_target_rows, variant):
-    """``launch_row_table`` with its layout bound: returns ``launch(cu, temperature)``."""
-    kernel = _row_table_kernel.bind((num_reqs,), dict(BLOCK=TABLE_BLOCK), variant)
+    """``launch_row_table`` with its layout bound (before a single launch, which is a plain one):
+    returns ``launch(cu, temperature)``."""
+    kernel = _row_table_kernel.bind((num_reqs,), dict(BLOCK=TABLE_BLOCK, PDL=False), variant)
     tail = (ws.row_scale, ws.row_req, ws.done, ws.sync, num_target_rows)
     return lambda cu, temperature: kernel(cu, temperature, *tail)
 
 
 def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs, block_v, variant=None,
-                     table_written=False):
+                     table_written=False, pdl=False):
     """Fill the row table (unless ``table_written``: the value summary did), then
-    ``ws.blk_max/blk_tail/blk_arg`` for target rows then draft rows."""
+    ``ws.blk_max/blk_tail/blk_arg`` for target rows then draft rows. ``pdl``: pass 1 is a dependent
+    launch after the table (after the summary it is the chunk's first kernel: a plain launch)."""
     num_target_rows, vocab_size = target_logits.shape
     num_draft_rows = 0 if draft_logits is None else draft_logits.shape[0]
     draft = target_logits if draft_logits is None else draft_logits
     if not table_written:
-        launch_row_table(ws, cu, temperature, num_reqs, num_target_rows, variant)
+        launch_row_table(ws, cu, temperature, num_reqs, num_target_rows, variant, pdl)
     grid = (num_target_rows + num_draft_rows, ws.num_vblocks)
     _row_stats_kernel[grid](
         target_logits, draft, target_logits.stride(0), draft.stride(0), ws.row_scale,
         ws.blk_max, ws.blk_tail, ws.blk_arg, num_target_rows, vocab_size, ws.num_vblocks,
         BLOCK_V=block_v, PAIR_TAIL=tuning.pass1_pair_tail(), num_warps=tuning.stats_warps(block_v),
-        variant=variant,
+        variant=variant, **dependent_launch.options(pdl, first=table_written),
     )

@@ -5,6 +5,7 @@ block). ``SPECFUZZ_BLOCK_V``, ``SPECFUZZ_STATS_WARPS``, ``SPECFUZZ_RACE_WARPS``,
 (a register cap for the race kernel), ``SPECFUZZ_FUSE_DECIDE_MAX_REQS`` (the largest chunk verified
 in one launch) and ``SPECFUZZ_CALL_PLANS=0`` (no per-layout call plans, kernels/call_plan.py)
 override them;
+``SPECFUZZ_PDL=0`` turns programmatic dependent launches off (kernels/dependent_launch.py);
 ``SPECFUZZ_PASS1_TAIL`` picks how pass 1 keeps a near-one-hot block's tail (``branch``, the default,
 or ``pair``: see ``pass1_pair_tail``). They are read once (``refresh()`` re-reads them).
 """
@@ -34,6 +35,7 @@ class Knobs:
     pipeline_lag: int
     pipeline_maxnreg: int
     pipeline_p1_blocks: int
+    pdl: bool
 
 
 _knobs: Knobs | None = None
@@ -67,6 +69,7 @@ def refresh() -> Knobs:
         pipeline_lag=int(env.get("SPECFUZZ_PIPELINE_LAG", PIPELINE_LAG_BLOCKS)),
         pipeline_maxnreg=int(env.get("SPECFUZZ_PIPELINE_MAXNREG", PIPELINE_MAXNREG)),
         pipeline_p1_blocks=max(1, int(env.get("SPECFUZZ_PIPELINE_P1_BLOCKS", PIPELINE_P1_BLOCKS))),
+        pdl=env.get("SPECFUZZ_PDL", "1") != "0",
     )
     if knobs_read.pass1_tail not in PASS1_TAILS:
         raise ValueError(f"SPECFUZZ_PASS1_TAIL={knobs_read.pass1_tail!r}: expected one of {PASS1_TAILS}")
@@ -181,6 +184,25 @@ def pass1_pair_tail() -> bool:
 
 def overlap() -> bool:
     return knobs().overlap
+
+
+_PDL_CAPABLE: dict = {}
+
+
+def pdl_enabled(device) -> bool:
+    """Whether a chunk's kernels on ``device`` run as programmatic dependent launches
+    (kernels/dependent_launch.py): compiled CUDA kernels on compute capability >= 9.0, unless
+    ``SPECFUZZ_PDL=0`` or the opt-in overlap (its race runs on a side stream) is on."""
+    k = knobs()
+    if not k.pdl or k.overlap or kernels._device.INTERPRETING or device.type != "cuda":
+        return False
+    import torch
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    capable = _PDL_CAPABLE.get(index)
+    if capable is None:
+        capable = _PDL_CAPABLE[index] = torch.cuda.get_device_capability(index)[0] >= 9
+    return capable
 
 
 def launch_jit(*, counts: tuple[str, ...] = (), small_pointers: tuple[str, ...] = ()):

@@ -112,3 +112,27 @@ def test_captured_graph_equals_direct_call_after_new_values(method):
     replayed = [t.clone() for t in captured.replay()]
     direct = kernels.rejection_sample(*batch.args(), method=method, want_logprobs=True)
     assert all(torch.equal(a, b) for a, b in zip(replayed, direct, strict=True))
+
+
+@pytest.mark.parametrize("method,with_draft", [("token", True), ("block", True), ("block", False)])
+def test_dependent_launches_equal_plain_launches(method, with_draft, tuning_env):
+    """Programmatic dependent launches (kernels/dependent_launch.py) give the plain launches' outputs
+    bit for bit. Batches alternate on one reused workspace, so a kernel that read a statistic
+    before its wait would see the other batch's value."""
+    from kernels import tuning
+
+    if not tuning.pdl_enabled(torch.device("cuda")):
+        pytest.skip("no programmatic dependent launch on this device")
+    shapes = [(64, 4, 151936, torch.bfloat16), (128, 8, 32000, torch.float32)]
+    for num_reqs, k, vocab, dtype in shapes:
+        pair = [make_batch(900 + i, lengths=[k] * num_reqs, vocab=vocab, dtype=dtype, family=family,
+                           with_draft=with_draft, device="cuda")
+                for i, family in enumerate(("normal", "near"))]
+        tuning_env("SPECFUZZ_PDL", "0")
+        plain = [run_kernel(b, method, want_logprobs=True, draft_lengths=b.lengths) for b in pair]
+        tuning_env("SPECFUZZ_PDL", "1")
+        for rnd in range(6):
+            for b, expected in zip(pair, plain, strict=True):
+                out = run_kernel(b, method, want_logprobs=True, draft_lengths=b.lengths)
+                assert all(torch.equal(x, y) for x, y in zip(out, expected, strict=True)), (
+                    num_reqs, k, vocab, dtype, rnd, b.seed)

@@ -1,0 +1,51 @@
+"""Programmatic dependent launch (PDL, sm_90+): the next kernel of a chunk starts while this one ends.
+
+Without it, each kernel of a chunk's sequence (row table, pass 1, decide, pass 2, decide, race)
+starts only after the previous one has finished and its launch has been processed: one launch
+latency and one tail wave per boundary. With ``launch_pdl`` the CUDA driver may start a kernel's
+programs once every program of the kernel before it has executed ``griddepcontrol.launch_dependents``
+(``let_next_start``, the first thing each of our kernels does), so they occupy what the last wave of
+the previous kernel leaves free. Each program then loads what depends only on the call's inputs
+(logit blocks, draft ids, ``cu``, seeds, the accept uniforms) and waits in
+``wait_for_previous`` (``griddepcontrol.wait``: every earlier kernel of the stream has completed
+and its writes are visible) before it reads anything a kernel of the chunk wrote, or writes anything.
+
+Rules that keep this exact:
+
+- the first kernel of a chunk (the row table, or pass 1 after the value summary wrote the table) is
+  a plain launch, so it waits for whatever ran before it in the stream: the previous chunk or call
+  reuses the same workspace;
+- every program of a dependent kernel runs ``wait_for_previous`` before it exits, so the kernel's
+  completion implies its predecessor's, and the guarantee chains along the sequence;
+- nothing is stored before the wait.
+
+Only compiled kernels on devices of compute capability 9.0 or more use it (``tuning.pdl_enabled``);
+the interpreter and older GPUs compile the plain sequence. ``SPECFUZZ_PDL=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def let_next_start(PDL: tl.constexpr):
+    """Allow the next kernel in the stream (when launched with ``launch_pdl``) to start its programs."""
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+
+
+@triton.jit
+def wait_for_previous(PDL: tl.constexpr):
+    """Block until every earlier kernel of the stream has completed and its writes are visible."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+
+
+def options(enabled: bool, *, first: bool = False) -> dict:
+    """Launch keywords of a kernel of the chunk's sequence: the ``PDL`` constexpr, and the launch
+    attribute unless the kernel is the chunk's first (``first``: a plain launch)."""
+    if not enabled:
+        return {"PDL": False}
+    return {"PDL": True} if first else {"PDL": True, "launch_pdl": True}
