@@ -236,8 +236,53 @@ def near_one_block_case() -> Case:
                  "crafted: block h where 1 - p and the residual mass Z are both below float32's epsilon")
 
 
-def crafted_cases(methods) -> list[Case]:
-    """The crafted coupled cases that apply to a kernel claiming ``methods``."""
+# Found offline with reference.verify (tests/harness/test_crafted.py re-derives them): with these
+# seeds (position 0), request i of ``close_draft_logits`` emits another output when block
+# verification's stop probabilities are computed from Z / 2 (even i) or 2 Z (odd i), in float32, bf16
+# and fp16 alike.
+CLOSE_DRAFT_SEEDS = (67, 4, 238, 1, 57, 7)
+CLOSE_DRAFT_K, CLOSE_DRAFT_VOCAB = 4, 300
+
+
+def close_draft_logits() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(target [R (k+1), V], draft [R k, V], ids [R k])`` float64 logits and draft tokens: drafts
+    close to the target (draft = target + noise / 2), so ``p_i`` stays between 0 and 1 and the
+    residual masses ``Z`` decide stops; ids drawn from the bf16-rounded draft rows."""
+    k, vocab, drawn = CLOSE_DRAFT_K, CLOSE_DRAFT_VOCAB, 8
+    rng = np.random.default_rng(20261202)
+    target = rng.normal(0.0, 1.5, size=(drawn, k + 1, vocab))
+    draft = target[:, :k] + 0.5 * rng.normal(size=(drawn, k, vocab))
+    rounded = torch.tensor(draft.reshape(-1, vocab), dtype=torch.float32).to(torch.bfloat16)
+    q = torch.softmax(rounded.double(), -1)
+    ids = torch.multinomial(q, 1, generator=torch.Generator().manual_seed(7))[:, 0].numpy()
+    reqs = len(CLOSE_DRAFT_SEEDS)
+    return target[:reqs].reshape(-1, vocab), draft[:reqs].reshape(-1, vocab), ids[: reqs * k]
+
+
+def close_draft_block_case(dtype: torch.dtype) -> Case:
+    """Block verification with draft logits close to the target, in ``dtype``, whose seeds make a
+    wrong scale of ``Z`` (halved or doubled) change every request's output. v14: a pass 2 that
+    halved ``Z`` for 16-bit logits only passed every kernel test and every ci-profile property
+    (mutant ``residual-mass-halved-16bit``). V = 300 spans a full and a partial block of the
+    interpreter's 256-wide passes."""
+    target, draft, ids = close_draft_logits()
+    reqs = len(CLOSE_DRAFT_SEEDS)
+    batch = VerifyBatch(
+        target_logits=torch.tensor(target, dtype=torch.float32).to(dtype),
+        draft_logits=torch.tensor(draft, dtype=torch.float32).to(dtype),
+        draft_token_ids=torch.from_numpy(ids),
+        cu_num_draft_tokens=torch.arange(reqs + 1, dtype=torch.int32) * CLOSE_DRAFT_K,
+        temperature=torch.ones(reqs, dtype=torch.float32), seeds=torch.tensor(CLOSE_DRAFT_SEEDS),
+        positions=torch.zeros(reqs, dtype=torch.int64), method="block",
+    )
+    case = case_from_batch(batch)
+    case.label = (f"crafted: block verification with {str(dtype).removeprefix('torch.')} draft logits "
+                  "close to the target, where a wrong scale of Z moves every request")
+    return case
+
+
+def crafted_cases(methods, dtypes=frozenset({torch.float32})) -> list[Case]:
+    """The crafted coupled cases that apply to a kernel claiming ``methods`` and logit ``dtypes``."""
     methods = sorted(methods)
     if not methods:
         return []
@@ -246,4 +291,6 @@ def crafted_cases(methods) -> list[Case]:
         cases += [empty_residual_case(), shared_mode_case(), ulp_mode_case(), deep_tail_case()]
     if "block" in methods:
         cases += [high_eta_block_case(), block_residual_case(), near_one_block_case()]
+        cases += [close_draft_block_case(d) for d in (torch.float32, torch.bfloat16, torch.float16)
+                  if d in dtypes]
     return cases

@@ -322,6 +322,19 @@ CATALOGUE: tuple[Mutant, ...] = (
         (COUPLED,),
     ),
     _m(
+        "residual-mass-halved-16bit",
+        "generic:other-value",
+        "residual_mass.py",
+        "        z = _mass_sum(xt, xd, target_row, draft_row, temperature, row_max_ptr, row_log_sum_ptr,\n"
+        "                      logp_before_ptr, num_target_rows)\n    tl.store(",
+        "        z = 0.5 * _mass_sum(xt, xd, target_row, draft_row, temperature, row_max_ptr, "
+        "row_log_sum_ptr,\n                      logp_before_ptr, num_target_rows)\n    tl.store(",
+        "block pass 2 returns Z / 2 for bf16 / fp16 logits only (the load structure of 16-bit rows): "
+        "h = Z / (Z + 1 - p) too small, so block verification stops inside its draft too rarely "
+        "(killed by the crafted close-draft cases: v14's properties all passed it)",
+        (COUPLED,),
+    ),
+    _m(
         "half-precision-statistics",
         "BUGS#14",
         "row_stats.py",

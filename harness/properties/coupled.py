@@ -72,7 +72,7 @@ class CoupledExactness(CaseProperty):
             )
         # Rare events placed with chosen seeds (harness/crafted.py): a uniform in the winners' tail,
         # an accept uniform at the inclusive threshold, a block-specific residual.
-        return anchors + crafted_cases(getattr(kernel, "methods", ()))
+        return anchors + crafted_cases(getattr(kernel, "methods", ()), capabilities_of(kernel).dtypes)
 
     def check(self, kernel: object, case: Case, ctx: RunContext) -> CaseCheck:
         caps = capabilities_of(kernel)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+import torch
 
 from harness import crafted
 from reference import rng
@@ -22,7 +24,7 @@ def test_high_eta_seed_is_within_1e3_of_one():
 def test_block_residual_seeds_exist_and_cases_build():
     assert len(crafted.block_residual_seeds()) == 2
     cases = crafted.crafted_cases({"token", "block"})
-    assert [c.method for c in cases] == ["block"] + ["token"] * 4 + ["block"] * 3
+    assert [c.method for c in cases] == ["block"] + ["token"] * 4 + ["block"] * 4
     assert not crafted.crafted_cases(())
     assert all(c.label.startswith("crafted:") for c in cases)
 
@@ -105,3 +107,30 @@ def test_near_one_block_case_decides_within_float32_epsilon_of_p_equal_one():
     p_1 = 1.0 / (1.0 + np.exp(-18.021826))
     assert np.float32(p_1) == np.float32(1.0) and 1.0 - p_1 > 1e-8  # the float32 trap
     assert 1.0 - p_1 < 2.0**-25  # below half an ulp of 1: float32 (1 - p) - 0 cannot hold it
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_close_draft_seeds_still_move_every_request_with_a_wrong_scale_of_z(dtype, monkeypatch):
+    """The oracle itself, with ``h`` computed from ``Z / 2`` (even requests) or ``2 Z`` (odd ones),
+    emits another output on every request of the case, so a kernel with either bug fails it."""
+    from harness.cases import build_batch
+    from reference import verify
+
+    batch = build_batch(crafted.close_draft_block_case(dtype))
+    assert batch.target_logits.dtype == dtype and batch.method == "block"
+    k, true_stop = crafted.CLOSE_DRAFT_K, verify.stop_probability
+    for r, seed in enumerate(crafted.CLOSE_DRAFT_SEEDS):
+        rows, cu = slice(r * (k + 1), (r + 1) * (k + 1)), np.array([0, k])
+        seeds, positions = np.array([seed]), np.array([0])
+        args = (batch.target_logits[rows].double().numpy(),
+                batch.draft_logits[r * k:(r + 1) * k].double().numpy(),
+                batch.draft_token_ids[r * k:(r + 1) * k].numpy(), cu, np.array([1.0], dtype=np.float32),
+                rng.accept_uniforms(seeds, positions, cu),
+                rng.sampling_uniforms(seeds, positions, cu, batch.vocab_size), "block")
+        right = verify.verify_batch(*args)
+        scale = 0.5 if r % 2 == 0 else 2.0
+        monkeypatch.setattr(verify, "stop_probability", lambda z, p, s=scale: true_stop(np.asarray(z) * s, p))
+        wrong = verify.verify_batch(*args)
+        monkeypatch.setattr(verify, "stop_probability", true_stop)
+        assert (right.output_token_ids.tolist(), right.num_emitted.tolist()) != (
+            wrong.output_token_ids.tolist(), wrong.num_emitted.tolist()), (dtype, r, seed)
