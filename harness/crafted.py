@@ -236,10 +236,10 @@ def near_one_block_case() -> Case:
                  "crafted: block h where 1 - p and the residual mass Z are both below float32's epsilon")
 
 
-# Found offline with reference.verify (tests/harness/test_crafted.py re-derives them): with these
-# seeds (position 0), request i of ``close_draft_logits`` emits another output when block
-# verification's stop probabilities are computed from Z / 2 (even i) or 2 Z (odd i), in float32, bf16
-# and fp16 alike.
+# Found offline with reference.verify's ``residual_mass_scale`` (tests/harness/test_crafted.py
+# re-derives them): with these seeds (position 0), request i of ``close_draft_logits`` emits another
+# output when block verification's stop probabilities are computed from Z / 2 (even i) or 2 Z (odd i),
+# in float32, bf16 and fp16 alike.
 CLOSE_DRAFT_SEEDS = (67, 4, 238, 1, 57, 7)
 CLOSE_DRAFT_K, CLOSE_DRAFT_VOCAB = 4, 300
 

@@ -162,6 +162,23 @@ def shared_mode_cells(log_scale, target_mode, target_log_tail, draft_mode, draft
     return rows, np.asarray(target_mode)[rows], values
 
 
+def residual_masses(p, target_probs, target_mode, target_log_tail, draft_probs, draft_mode, draft_log_tail):
+    """Block verification's residual masses ``Z = sum_v (p b(v) - q(v))_+``, one per row, float64.
+
+    ``p`` is ``[n]`` (each row's ``p_i``); ``target_probs`` / ``draft_probs`` are the ``[n, V]`` rows
+    ``b`` and ``q``, with the modes and log-tails of :func:`log_softmax_with_tails`. At a mode shared
+    by both rows the term is taken from the tails (:func:`shared_mode_cells`), exact where ``p b``
+    and ``q`` both round to 1. The verifier (``reference.verify``) and the kernel tests
+    (tests/kernels/test_residual_mass.py) both use this, so there is one definition of ``Z``."""
+    p = np.asarray(p, dtype=np.float64).reshape(-1)
+    terms = np.maximum(p[:, None] * np.asarray(target_probs, dtype=np.float64) - draft_probs, 0.0)
+    with np.errstate(divide="ignore"):
+        rows, modes, values = shared_mode_cells(np.log(p), target_mode, target_log_tail, draft_mode,
+                                                draft_log_tail)
+    terms[rows, modes] = np.exp(values)
+    return np.sum(terms, axis=1)
+
+
 def point_mass_log_rows(draft_token_ids, vocab_size: int) -> np.ndarray:
     """``log q`` rows of point-mass drafts: 0 at each draft token, ``-inf`` elsewhere."""
     ids = np.asarray(draft_token_ids, dtype=np.int64).reshape(-1)

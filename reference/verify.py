@@ -26,6 +26,7 @@ from reference.probs import (
     point_mass_log_rows,
     rescaled_pair,
     residual_log_weights,
+    residual_masses,
     shared_mode_cells,
     stop_probability,
 )
@@ -135,11 +136,18 @@ def verify_batch(
     sampling_uniforms,
     method: str,
     want_logprobs: bool = False,
+    *,
+    residual_mass_scale: float = 1.0,
 ) -> ReferenceResult:
     """Verify a batch with the given uniforms (shapes as in ``reference.rng``); see the module docstring.
 
     Logits of any float dtype are upcast to float64; uniforms are used as given (float32 from
     ``reference.rng`` or any values in (0, 1)). Raises ValueError on malformed inputs.
+
+    ``residual_mass_scale`` multiplies every block residual mass ``Z_{i+1}`` before ``h_i`` is
+    formed. 1 (the default) is the specification; another value gives the decisions of a kernel
+    whose ``Z`` is off by that factor, which is how a crafted case is shown to catch that bug
+    (tests/harness/test_crafted.py). Token verification ignores it.
     """
     target = np.asarray(target_logits, dtype=np.float64)
     draft = None if draft_logits is None else np.asarray(draft_logits, dtype=np.float64)
@@ -189,12 +197,9 @@ def verify_batch(
         if draft is None:
             z = p_before * (1.0 - b_x)
         else:
-            terms = np.maximum(p_before[:, None] * b[slot_row] - q, 0.0)
-            with np.errstate(divide="ignore"):
-                cells = shared_mode_cells(np.log(p_before), b_mode[slot_row], b_log_tail[slot_row], q_mode,
-                                          q_log_tail)
-            terms[cells[0], cells[1]] = np.exp(cells[2])  # exact where p b and q both round to 1
-            z = np.sum(terms, axis=1)
+            z = residual_masses(p_before, b[slot_row], b_mode[slot_row], b_log_tail[slot_row], q, q_mode,
+                                q_log_tail)
+        z = z * residual_mass_scale
         z_pad = _padded(z, slot_req, slot_j, (num_reqs, width + 1), 0.0)
         is_last = slot_j == lengths[slot_req] - 1
         p_after = p[slot_req, slot_j + 1]

@@ -79,11 +79,10 @@ def float64_masses(batch, log_p):
     for s in range(ids.size):
         if slot_j[s] > 0:
             p[s] = probs.clipped_ratio_step(p[s - 1], b_x[s - 1], q_x[s - 1])
-    residual = probs.residual_log_weights(log_p[:, None], logb[slot_row], logq)
-    rows, modes, values = probs.shared_mode_cells(log_p, b_mode[slot_row], b_tail[slot_row], q_mode, q_tail)
-    residual[rows, modes] = values
+    z = probs.residual_masses(np.exp(log_p), np.exp(logb[slot_row]), b_mode[slot_row], b_tail[slot_row],
+                              np.exp(logq), q_mode, q_tail)
     with np.errstate(divide="ignore"):
-        return np.log(p), np.exp(residual).sum(axis=1)
+        return np.log(p), z
 
 
 @pytest.mark.interpreter

@@ -104,3 +104,29 @@ def test_block_stop_probability_at_a_shared_mode_is_exact():
                            np.array([eta, 0.5], dtype=np.float32), np.full((3, 4), 0.5, dtype=np.float32),
                            "block")
         assert res.num_emitted[0] == want, (eta, res.num_emitted)
+
+
+def test_residual_masses_sum_the_positive_parts_and_keep_a_shared_mode():
+    """``residual_masses`` is ``sum (p b - q)_+`` per row; at a mode shared by near-one-hot rows, where
+    that float64 difference is 0, it holds the tails' exact difference instead."""
+    from reference.probs import residual_masses
+
+    rng = np.random.default_rng(20261202)
+    target, draft = rng.normal(size=(5, 40)), rng.normal(size=(5, 40))
+    p = rng.uniform(0.1, 1.0, size=5)
+    logb, b_mode, b_tail = log_softmax_with_tails(target, np.ones(5))
+    logq, q_mode, q_tail = log_softmax_with_tails(draft, np.ones(5))
+    naive = np.sum(np.maximum(p[:, None] * np.exp(logb) - np.exp(logq), 0.0), axis=1)
+    got = residual_masses(p, np.exp(logb), b_mode, b_tail, np.exp(logq), q_mode, q_tail)
+    np.testing.assert_allclose(got, naive, rtol=1e-12)
+    assert np.all(got > 0)
+
+    light, heavy = np.array([[0.0, -60.0, -70.0]]), np.array([[0.0, -50.0, -70.0]])  # tails e^-60, e^-50
+    logb, b_mode, b_tail = log_softmax_with_tails(light, np.ones(1))  # target: b(mode) = 1 - ~e^-60
+    logq, q_mode, q_tail = log_softmax_with_tails(heavy, np.ones(1))  # draft: q(mode) = 1 - ~e^-50
+    linear = np.maximum(np.exp(logb) - np.exp(logq), 0.0)[0]
+    assert linear[0] == 0.0  # both round to 1: float64 loses the mode's share, ~e^-50
+    z = residual_masses(np.ones(1), np.exp(logb), b_mode, b_tail, np.exp(logq), q_mode, q_tail)
+    mode_share = np.exp(_exact_log_residual(Decimal(1), light[0], heavy[0]))
+    assert mode_share == pytest.approx(np.exp(-50.0), rel=1e-4)
+    assert z[0] == pytest.approx(linear[1:].sum() + mode_share, rel=1e-9)
