@@ -49,7 +49,8 @@ def residual_mass_block(draft_row, vblock, num_reqs, target_ptr, draft_ptr, targ
     loads of the blocks inside the row and a branch that skips greedy requests (4-10 % faster than
     v13's pass 2), a structure that made float32 5-9 % slower."""
     cols = vblock * BLOCK_V + tl.arange(0, BLOCK_V)
-    if draft_ptr.dtype.element_ty.primitive_bitwidth == 32:
+    MASKED: tl.constexpr = draft_ptr.dtype.element_ty.primitive_bitwidth == 32  # the float32 structure
+    if MASKED:
         full = False
         # Before both loads: between them the wait cost float32 (memory-bound) 1-2 % at large shapes
         # (H200, v15), where 16-bit logits gain from loading their draft block before it.
@@ -58,14 +59,14 @@ def residual_mass_block(draft_row, vblock, num_reqs, target_ptr, draft_ptr, targ
         full = (vblock + 1) * BLOCK_V <= vocab_size
     # Issued first: the draft row does not depend on the request lookup.
     xd = _load_block(draft_ptr + draft_row.to(tl.int64) * draft_stride, cols, vocab_size, full)
-    if draft_ptr.dtype.element_ty.primitive_bitwidth != 32:
+    if not MASKED:
         wait_for_previous(PDL)
     # Clamped: rows of a wrong vouched ``cu`` may be in no request's span (their entry is stale).
     req = tl.minimum(tl.maximum(tl.load(row_req_ptr + num_target_rows + draft_row), 0), num_reqs - 1)
     target_row = draft_row + req  # target row i of the request sits at cu[r] + r + i
     temperature = tl.load(temperature_ptr + req).to(tl.float32)
     z = 0.0
-    if draft_ptr.dtype.element_ty.primitive_bitwidth == 32:
+    if MASKED:
         live = tl.where(temperature > 0, cols < vocab_size, False)  # (vector & scalar breaks the interpreter)
         xt = widen(tl.load(target_ptr + target_row.to(tl.int64) * target_stride + cols, mask=live,
                            other=NEG_INF))

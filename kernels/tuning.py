@@ -186,23 +186,28 @@ def overlap() -> bool:
     return knobs().overlap
 
 
-_PDL_CAPABLE: dict = {}
+_PDL_BY_DEVICE: dict = {}  # (device type, index, knobs generation) -> bool
 
 
 def pdl_enabled(device) -> bool:
     """Whether a chunk's kernels on ``device`` run as programmatic dependent launches
     (kernels/dependent_launch.py): compiled CUDA kernels on compute capability >= 9.0, unless
-    ``SPECFUZZ_PDL=0`` or the opt-in overlap (its race runs on a side stream) is on."""
+    ``SPECFUZZ_PDL=0`` or the opt-in overlap (its race runs on a side stream) is on. The answer is
+    cached per device and knobs generation: the driver asks once per chunk."""
+    key = (device.type, device.index, generation)
+    cached = _PDL_BY_DEVICE.get(key)
+    if cached is not None:
+        return cached
     k = knobs()
-    if not k.pdl or k.overlap or kernels._device.INTERPRETING or device.type != "cuda":
-        return False
-    import torch
+    enabled = bool(k.pdl and not k.overlap and not kernels._device.INTERPRETING and device.type == "cuda")
+    if enabled:
+        import torch
 
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    capable = _PDL_CAPABLE.get(index)
-    if capable is None:
-        capable = _PDL_CAPABLE[index] = torch.cuda.get_device_capability(index)[0] >= 9
-    return capable
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        enabled = torch.cuda.get_device_capability(index)[0] >= 9
+    if device.index is not None:  # an index-less device means the current one, which can change
+        _PDL_BY_DEVICE[(device.type, device.index, generation)] = enabled
+    return enabled
 
 
 def launch_jit(*, counts: tuple[str, ...] = (), small_pointers: tuple[str, ...] = ()):
