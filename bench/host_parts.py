@@ -36,7 +36,7 @@ def per_call_us(fn, calls: int = 300) -> float:
 
 def table_launch(args, ws):
     row_stats._row_table_kernel[(1,)](args[3], args[4], ws.row_scale, ws.row_req, ws.done, ws.sync, 9,
-                                      BLOCK=16)
+                                      BLOCK=16, PDL=False, DELAY_NS=0)
 
 
 def compiled_table_launch(compiled, constexprs, args, ws):

@@ -28,6 +28,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+import kernels._device
+
+COMPILED = tl.constexpr(not kernels._device.INTERPRETING)
+
 
 @triton.jit
 def let_next_start(PDL: tl.constexpr):
@@ -49,3 +53,24 @@ def options(enabled: bool, *, first: bool = False) -> dict:
     if not enabled:
         return {"PDL": False}
     return {"PDL": True} if first else {"PDL": True, "launch_pdl": True}
+
+
+@triton.jit
+def _global_ns():
+    """The GPU's nanosecond clock (``%globaltimer``), as a one-element block."""
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [tl.zeros((1,), tl.int32)],
+                                     dtype=tl.uint64, is_pure=False, pack=1)
+
+
+@triton.jit
+def hold(NS: tl.constexpr):
+    """Test-only: spin for ``NS`` nanoseconds (compiled kernels; nothing when ``NS`` is 0 or under the
+    interpreter). The row table calls it after ``let_next_start`` when SPECFUZZ_TEST_TABLE_DELAY_NS
+    is set, which widens the window in which a pass 1 that skipped its wait would read the previous
+    call's table (tests/kernels/test_gpu.py; without it the table is done before pass 1 loads)."""
+    if COMPILED:
+        if NS > 0:
+            start = tl.max(_global_ns(), axis=0)
+            now = start
+            while now - start < NS:
+                now = tl.max(_global_ns(), axis=0)

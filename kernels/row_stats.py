@@ -92,10 +92,12 @@ def write_row_table(req, cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, do
                    small_pointers=("cu_ptr", "temperature_ptr", "row_scale_ptr", "row_req_ptr", "done_ptr",
                                    "sync_ptr"))
 def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr, sync_ptr,
-                      num_target_rows, BLOCK: tl.constexpr, PDL: tl.constexpr):
+                      num_target_rows, BLOCK: tl.constexpr, PDL: tl.constexpr, DELAY_NS: tl.constexpr):
     """One program per request (the default path's value summary writes the table itself instead).
-    The chunk's first kernel: a plain launch, so it runs after everything before it in the stream."""
+    The chunk's first kernel: a plain launch, so it runs after everything before it in the stream.
+    ``DELAY_NS``: a test-only wait before the table is written (``dependent_launch.hold``)."""
     let_next_start(PDL)
+    dependent_launch.hold(DELAY_NS)
     write_row_table(tl.program_id(0), cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr,
                     sync_ptr, num_target_rows, tl.num_programs(0), BLOCK)
 
@@ -191,14 +193,15 @@ def launch_row_table(ws, cu, temperature, num_reqs, num_target_rows, variant=Non
     """The row table and zeroed race counters of a chunk (one program per request); ``pdl``: the
     kernels after it are dependent launches."""
     _row_table_kernel[(num_reqs,)](cu, temperature, ws.row_scale, ws.row_req, ws.done, ws.sync,
-                                   num_target_rows, BLOCK=TABLE_BLOCK, variant=variant,
+                                   num_target_rows, BLOCK=TABLE_BLOCK,
+                                   DELAY_NS=tuning.knobs().table_delay_ns if pdl else 0, variant=variant,
                                    **dependent_launch.options(pdl, first=True))
 
 
 def bind_row_table(ws, num_reqs, num_target_rows, variant):
     """``launch_row_table`` with its layout bound (before a single launch, which is a plain one):
     returns ``launch(cu, temperature)``."""
-    kernel = _row_table_kernel.bind((num_reqs,), dict(BLOCK=TABLE_BLOCK, PDL=False), variant)
+    kernel = _row_table_kernel.bind((num_reqs,), dict(BLOCK=TABLE_BLOCK, PDL=False, DELAY_NS=0), variant)
     tail = (ws.row_scale, ws.row_req, ws.done, ws.sync, num_target_rows)
     return lambda cu, temperature: kernel(cu, temperature, *tail)
 

@@ -6,6 +6,8 @@ block). ``SPECFUZZ_BLOCK_V``, ``SPECFUZZ_STATS_WARPS``, ``SPECFUZZ_RACE_WARPS``,
 in one launch) and ``SPECFUZZ_CALL_PLANS=0`` (no per-layout call plans, kernels/call_plan.py)
 override them;
 ``SPECFUZZ_PDL=0`` turns programmatic dependent launches off (kernels/dependent_launch.py);
+``SPECFUZZ_TEST_TABLE_DELAY_NS`` (tests only) holds the row table that long before it writes, with
+dependent launches on, so that a test can see a pass 1 that reads the table before its wait;
 ``SPECFUZZ_PASS1_TAIL`` picks how pass 1 keeps a near-one-hot block's tail (``branch``, the default,
 or ``pair``: see ``pass1_pair_tail``). They are read once (``refresh()`` re-reads them).
 """
@@ -36,6 +38,7 @@ class Knobs:
     pipeline_maxnreg: int
     pipeline_p1_blocks: int
     pdl: bool
+    table_delay_ns: int  # test-only (SPECFUZZ_TEST_TABLE_DELAY_NS, kernels/dependent_launch.hold)
 
 
 _knobs: Knobs | None = None
@@ -70,6 +73,7 @@ def refresh() -> Knobs:
         pipeline_maxnreg=int(env.get("SPECFUZZ_PIPELINE_MAXNREG", PIPELINE_MAXNREG)),
         pipeline_p1_blocks=max(1, int(env.get("SPECFUZZ_PIPELINE_P1_BLOCKS", PIPELINE_P1_BLOCKS))),
         pdl=env.get("SPECFUZZ_PDL", "1") != "0",
+        table_delay_ns=max(0, int(env.get("SPECFUZZ_TEST_TABLE_DELAY_NS", 0))),
     )
     if knobs_read.pass1_tail not in PASS1_TAILS:
         raise ValueError(f"SPECFUZZ_PASS1_TAIL={knobs_read.pass1_tail!r}: expected one of {PASS1_TAILS}")

@@ -114,11 +114,15 @@ def test_captured_graph_equals_direct_call_after_new_values(method):
     assert all(torch.equal(a, b) for a, b in zip(replayed, direct, strict=True))
 
 
+@pytest.mark.parametrize("table_delay_ns", [0, 50_000])
 @pytest.mark.parametrize("method,with_draft", [("token", True), ("block", True), ("block", False)])
-def test_dependent_launches_equal_plain_launches(method, with_draft, tuning_env):
+def test_dependent_launches_equal_plain_launches(method, with_draft, table_delay_ns, tuning_env):
     """Programmatic dependent launches (kernels/dependent_launch.py) give the plain launches' outputs
     bit for bit. Batches alternate on one reused workspace, so a kernel that read a statistic
-    before its wait would see the other batch's value."""
+    before its wait would see the other batch's value. With ``table_delay_ns`` the row table holds
+    50 us before it writes (SPECFUZZ_TEST_TABLE_DELAY_NS), so pass 1, the kernel after it, runs
+    inside that window: a pass 1 that read the table before its wait fails here (without the delay
+    the table is done before pass 1 has loaded its first block)."""
     from kernels import tuning
 
     if not tuning.pdl_enabled(torch.device("cuda")):
@@ -131,6 +135,7 @@ def test_dependent_launches_equal_plain_launches(method, with_draft, tuning_env)
         tuning_env("SPECFUZZ_PDL", "0")
         plain = [run_kernel(b, method, want_logprobs=True, draft_lengths=b.lengths) for b in pair]
         tuning_env("SPECFUZZ_PDL", "1")
+        tuning_env("SPECFUZZ_TEST_TABLE_DELAY_NS", str(table_delay_ns))
         for rnd in range(6):
             for b, expected in zip(pair, plain, strict=True):
                 out = run_kernel(b, method, want_logprobs=True, draft_lengths=b.lengths)
