@@ -124,6 +124,11 @@ CATALOGUE: tuple[BrokenKernel, ...] = (
         "block_ignores_residual_mass", "own: block h_i = p_i (Z_{i+1} ignored)", ("conditional_law",)
     ),
     BrokenKernel("temperature_applied_twice", "own: logits / T^2", ("conditional_law",)),
+    BrokenKernel(
+        "block_residual_mass_halved_16bit",
+        "own (a mutant of our pass 2): Z_{i+1} / 2 for bf16 / fp16 logits only",
+        ("conditional_law",),
+    ),
 )
 
 NAMES = tuple(b.name for b in CATALOGUE)

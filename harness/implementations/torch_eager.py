@@ -39,13 +39,15 @@ class Padded:
     """A batch regrouped per request and padded to ``K = max k`` (all float64, on the CPU).
 
     ``target [R, K+1, V]``, ``draft [R, K, V]`` (one-hot for point masses), ``draft_ids [R, K]``,
-    ``lengths [R]``, ``draft_valid [R, K]``, ``logits [R, K+1, V]`` raw target logits, ``greedy [R]``.
+    ``lengths [R]``, ``draft_valid [R, K]``, ``logits [R, K+1, V]`` raw target logits, ``greedy [R]``,
+    ``logit_dtype`` the dtype the logits arrived in.
     """
 
     def __init__(self, batch: VerifyBatch, kernel: TorchEagerKernel):
         cu = batch.cu_num_draft_tokens.to("cpu", torch.int64)
         self.lengths = cu[1:] - cu[:-1]
         self.num_reqs, self.vocab = self.lengths.numel(), batch.vocab_size
+        self.logit_dtype = batch.target_logits.dtype
         self.k_max = int(self.lengths.max()) if self.num_reqs else 0
         slot = torch.arange(self.k_max + 1)
         row_valid = slot[None, :] <= self.lengths[:, None]
@@ -155,13 +157,17 @@ class TorchEagerKernel:
             p[:, i] = torch.where(pb.draft_valid[:, i - 1], ratio.clamp(max=1.0), 0.0)
         return p
 
+    def residual_masses(self, pb: Padded, p: torch.Tensor) -> torch.Tensor:
+        """``Z [R, K]``: ``Z[:, i] = sum_v (p_i b_{i+1} - q_{i+1})_+`` (``K >= 1``)."""
+        return (p[:, : pb.k_max, None] * pb.target[:, : pb.k_max] - pb.draft).clamp(min=0.0).sum(-1)
+
     def block_stop_probabilities(self, pb: Padded, p: torch.Tensor) -> torch.Tensor:
         """``h [R, K+1]`` (index 0 unused): ``h_i = Z_{i+1} / (Z_{i+1} + 1 - p_i)``, 1 on a zero
         denominator, and ``h_k = p_k`` at each request's last draft slot."""
         h = torch.zeros(pb.num_reqs, pb.k_max + 1, dtype=F64)
         if pb.k_max == 0:
             return h
-        z = (p[:, : pb.k_max, None] * pb.target[:, : pb.k_max] - pb.draft).clamp(min=0.0).sum(-1)
+        z = self.residual_masses(pb, p)
         for i in range(1, pb.k_max + 1):
             if i < pb.k_max:
                 den = z[:, i] + 1.0 - p[:, i]

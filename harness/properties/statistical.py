@@ -1,7 +1,9 @@
 """Layer 4: the kernel's OWN randomness judged against exact laws (SPEC.md sections 4, 5 and 7).
 
 Registered properties (each claimed by every kernel for the methods it declares):
-- ``conditional_law``: ``(tau, Y)`` for fixed drafts vs ``reference.laws.conditional_law``;
+- ``conditional_law``: ``(tau, Y)`` for fixed drafts vs ``reference.laws.conditional_law``, in
+  float32 and, for kernels that claim them, bfloat16 and float16 logits (the other properties are
+  float32-only);
 - ``marginal_law``: the output ``(accepted prefix, Y)`` over drafts sampled from a context-dependent
   draft model vs ``reference.laws.output_law``;
 - ``first_token_law``: the first emitted token on large-V rows vs the target row, in equal-mass bins
@@ -297,7 +299,7 @@ class ConditionalLaw(_Statistical):
         records, findings, cases = [], [], 0
         requests = [
             r
-            for r in fixed_draft_requests(ctx.rng(self.name, "requests"))
+            for r in fixed_draft_requests(ctx.rng(self.name, "requests"), caps.dtypes)
             if (r.draft is not None or caps.point_mass_drafts) and (r.temperature != 0 or caps.greedy)
         ]
         total = sum(

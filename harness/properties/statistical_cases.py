@@ -10,12 +10,16 @@ Design choices that give the tests their teeth:
 - greedy requests contain exact logit ties; tiny temperatures reach 1e-6;
 - temperatures differ from 1 wherever draft logits matter (a verifier that forgets to scale the
   draft rows verifies against the wrong ``q``: BUGS.md class 19).
-Logits are float32 (what kernels receive); the exact laws are computed from those same values.
+Logits are float32, and the conditional-law suite adds copies of its sampled requests in bfloat16
+and float16 (``in_logit_dtype``; for kernels that claim those dtypes): kernels load 16-bit rows
+through their own code paths (ours: a different load structure in every pass), so a bug there is
+invisible to float32 cases. A copy's values are the 16-bit logits themselves (held exactly in
+float32), and its exact laws are computed from those same values.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -25,7 +29,10 @@ from harness.contract import VerifyBatch
 
 @dataclass
 class FixedDraftRequest:
-    """One request with a fixed draft: ``target [g+1, V]``, ``draft [g, V]`` or None, ``ids [g]``."""
+    """One request with a fixed draft: ``target [g+1, V]``, ``draft [g, V]`` or None, ``ids [g]``.
+
+    ``target`` and ``draft`` are float32 arrays; ``logit_dtype`` is the dtype the kernel receives them
+    in, which must represent every value exactly (``in_logit_dtype`` guarantees it)."""
 
     label: str
     target: np.ndarray
@@ -33,6 +40,7 @@ class FixedDraftRequest:
     ids: np.ndarray
     temperature: float
     position: int
+    logit_dtype: torch.dtype = torch.float32
 
     @property
     def gamma(self) -> int:
@@ -45,8 +53,10 @@ class FixedDraftRequest:
     def batch(self, method: str, device: torch.device) -> VerifyBatch:
         g = self.gamma
         return VerifyBatch(
-            target_logits=torch.from_numpy(self.target).to(device),
-            draft_logits=None if self.draft is None else torch.from_numpy(self.draft).to(device),
+            target_logits=torch.from_numpy(self.target).to(device=device, dtype=self.logit_dtype),
+            draft_logits=None
+            if self.draft is None
+            else torch.from_numpy(self.draft).to(device=device, dtype=self.logit_dtype),
             draft_token_ids=torch.from_numpy(self.ids.astype(np.int64)).to(device),
             cu_num_draft_tokens=torch.tensor([0, g], dtype=torch.int32, device=device),
             temperature=torch.tensor([self.temperature], dtype=torch.float32, device=device),
@@ -58,6 +68,30 @@ class FixedDraftRequest:
 
 def _f32(a) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
+
+
+SIXTEEN_BIT_DTYPES = (torch.bfloat16, torch.float16)
+_DTYPE_TAGS = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+def in_logit_dtype(request: FixedDraftRequest, dtype: torch.dtype) -> FixedDraftRequest:
+    """``request`` with its logits rounded to ``dtype`` (round to nearest even, ``-inf`` kept) and
+    handed to kernels in that dtype; label ``"<label>@bf16"`` etc. The draft ids are kept: the
+    rounding moves probabilities by well under 1 %, so each case keeps the structure it was built for,
+    and its law is computed from the rounded values."""
+
+    def rounded(a: np.ndarray | None) -> np.ndarray | None:
+        if a is None:
+            return None
+        return _f32(torch.from_numpy(_f32(a)).to(dtype).to(torch.float32).numpy())
+
+    return replace(
+        request,
+        label=f"{request.label}@{_DTYPE_TAGS[dtype]}",
+        target=rounded(request.target),
+        draft=rounded(request.draft),
+        logit_dtype=dtype,
+    )
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -138,15 +172,22 @@ def tiny_temperature_request(rng: np.random.Generator, vocab: int = 8, gamma: in
     return FixedDraftRequest("tiny_temperature", _f32(target), _f32(draft), ids, 1e-6, _position(rng))
 
 
-def fixed_draft_requests(rng: np.random.Generator) -> list[FixedDraftRequest]:
-    """The conditional-law suite (same for every profile: the laws are small, only n changes)."""
-    return [
+def fixed_draft_requests(rng: np.random.Generator, dtypes=(torch.float32,)) -> list[FixedDraftRequest]:
+    """The conditional-law suite (same for every profile: the laws are small, only n changes).
+
+    Every request in float32; for each 16-bit dtype in ``dtypes``, copies of the three sampled
+    requests whose loads differ by dtype (draft logits with a clip and a block trap, point drafts with
+    zero-probability tokens). The greedy and tiny-temperature requests stay float32-only: their
+    outcome is (nearly) deterministic, so a 16-bit copy adds little but assertions."""
+    base = [
         rows_differ_request(rng),
         block_trap_request(rng),
         point_mass_request(rng),
         greedy_ties_request(rng),
         tiny_temperature_request(rng),
     ]
+    copies = [in_logit_dtype(r, d) for d in SIXTEEN_BIT_DTYPES if d in dtypes for r in base[:3]]
+    return base + copies
 
 
 @dataclass

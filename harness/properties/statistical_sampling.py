@@ -19,7 +19,7 @@ from harness.profiles import Profile
 
 # Bonferroni budget: the statistical properties of harness.properties.statistical* make at most this
 # many first-stage assertions per run, each at ``alpha_family / STAT_ASSERTION_BUDGET``.
-STAT_ASSERTION_BUDGET = 32
+STAT_ASSERTION_BUDGET = 40
 SEED_SPACE = 1 << 62
 # Bytes of replicated logits one batch may hold (target + draft rows, float32).
 _BATCH_BYTES = {"cpu": 64 << 20, "cuda": 2 << 30}

@@ -17,7 +17,12 @@ from harness.properties.statistical import (
     marginal_law_vector,
     samples_needed,
 )
-from harness.properties.statistical_cases import equal_mass_bins, large_vocab_rows, model_pairs
+from harness.properties.statistical_cases import (
+    equal_mass_bins,
+    fixed_draft_requests,
+    large_vocab_rows,
+    model_pairs,
+)
 from harness.properties.statistical_sampling import STAT_ASSERTION_BUDGET, assertion_alpha, emitted_tau
 
 TORCH_EAGER = "harness.implementations.torch_eager:kernel"
@@ -40,8 +45,8 @@ def test_properties_are_registered_and_within_the_alpha_budget():
         "block_dominates_token",
     }
     assert names <= set(REGISTRY)
-    # 10 conditional + 4 marginal + 6 first-token + 4 E[tau] + 2 dominance = 26 assertions.
-    assert 26 <= STAT_ASSERTION_BUDGET
+    # 10 float32 + 12 16-bit conditional + 4 marginal + 6 first-token + 4 E[tau] + 2 dominance = 38.
+    assert 38 <= STAT_ASSERTION_BUDGET
     assert assertion_alpha(PROFILES["ci"]) == PROFILES["ci"].alpha_family / STAT_ASSERTION_BUDGET
 
 
@@ -161,3 +166,44 @@ def test_projection_counts_per_call_cost_by_batches():
     assert projected_seconds(kernel, ctx, 100_000) == 0.5 * 49  # 2048 replicas per CPU batch
     ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 1e-3)}
     assert projected_seconds(kernel, ctx, 100_000) == 100.0
+
+
+def test_sixteen_bit_copies_hold_exact_16bit_values_and_leave_the_float32_cases_alone():
+    plain = fixed_draft_requests(np.random.default_rng(5))
+    every = fixed_draft_requests(np.random.default_rng(5), {torch.float32, torch.bfloat16, torch.float16})
+    assert len(plain) == 5 and len(every) == 11
+    for a, b in zip(plain, every[:5], strict=True):  # the copies draw nothing from the generator
+        assert a.label == b.label and np.array_equal(a.target, b.target) and a.logit_dtype == torch.float32
+    tags = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+    for copy in every[5:]:
+        source = next(r for r in plain if copy.label == f"{r.label}@{tags[copy.logit_dtype]}")
+        for mine, theirs in ((copy.target, source.target), (copy.draft, source.draft)):
+            if theirs is None:
+                assert mine is None
+                continue
+            exact = torch.from_numpy(mine).to(copy.logit_dtype).to(torch.float32).numpy()
+            assert np.array_equal(exact, mine) and np.isneginf(mine).sum() == np.isneginf(theirs).sum()
+            assert not np.array_equal(mine, theirs)  # rounding moved something: a real 16-bit case
+        batch = copy.batch("block", CPU)
+        assert batch.target_logits.dtype == copy.logit_dtype
+        assert torch.equal(batch.target_logits.float(), torch.from_numpy(copy.target))
+
+
+@pytest.mark.statistical
+def test_only_the_16bit_copies_catch_a_bug_in_16bit_logits():
+    """A kernel whose block residual mass is halved for bf16 / fp16 only: the float32 cases pass it,
+    the 16-bit copies (run because it claims those dtypes) fail it."""
+    spec = "harness.broken.block_residual_mass_halved_16bit:kernel"
+    broken = load_kernel(spec)
+
+    class Float32Only:
+        name, methods = "float32_only", broken.methods
+
+        def verify(self, batch):
+            return broken.verify(batch)
+
+    narrowed = REGISTRY["conditional_law"].run(Float32Only(), _ctx(2, spec))
+    assert narrowed.verdict == PASS and len(narrowed.statistics) == 10
+    full = REGISTRY["conditional_law"].run(broken, _ctx(2, spec))
+    assert full.verdict == FAIL
+    assert full.failures and all("@bf16" in f.message or "@fp16" in f.message for f in full.failures)
