@@ -20,6 +20,11 @@ def select_triton_mode() -> bool:
 
 INTERPRETING = select_triton_mode()
 
+import triton.language as tl  # noqa: E402  (only after the mode is chosen)
+
+# For ``@triton.jit`` code: branches that use inline PTX or GPU-only features test this constexpr.
+COMPILED = tl.constexpr(not INTERPRETING)
+
 
 def default_device() -> torch.device:
     """The device tensors for our kernels live on: ``cuda`` when compiled, ``cpu`` when interpreting."""

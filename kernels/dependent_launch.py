@@ -28,9 +28,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-import kernels._device
-
-COMPILED = tl.constexpr(not kernels._device.INTERPRETING)
+from kernels._device import COMPILED
 
 
 @triton.jit

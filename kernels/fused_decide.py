@@ -28,7 +28,7 @@ warps (``decide.decide_warps``), so the same reduction order; the race's reducti
 
 from __future__ import annotations
 
-import kernels._device
+from kernels._device import COMPILED
 import triton
 import triton.language as tl
 
@@ -48,7 +48,7 @@ def fence_every_thread():
     that thread's release orders only its own stores; decide's per-row stores come from many
     threads, so each fences before the barrier that precedes the release (and after the one that
     follows an acquire). Compiled only: the interpreter runs one program at a time."""
-    if SPIN:
+    if COMPILED:
         tl.inline_asm_elementwise("fence.acq_rel.gpu;\n\tmov.u32 $0, $1;", "=r,r", [tl.program_id(0)],
                                   dtype=tl.int32, is_pure=False, pack=1)
 
@@ -70,17 +70,14 @@ def publish(counter_ptr):
     tl.atomic_add(counter_ptr, 1, sem="release")
 
 
-# Under the interpreter programs run one at a time in grid order: a stage is published before any
-# program that waits for it starts, or never (a bug, e.g. a mutant), so waiting would only hang.
-SPIN = tl.constexpr(not kernels._device.INTERPRETING)
-
-
 @triton.jit
 def wait_for_stage(counter_ptr, published):
     """Spin until ``publish`` ran (polling from L2, then one acquire for the reads that follow).
-    Compiled, the ticket order guarantees it runs (module docstring); interpreted, no spin."""
+    Compiled, the ticket order guarantees it runs (module docstring); interpreted, no spin: programs
+    run one at a time in grid order, so a stage is published before any program that waits for it
+    starts, or never (a bug, e.g. a mutant), and waiting would only hang."""
     seen = tl.load(counter_ptr, volatile=True)
-    if SPIN:
+    if COMPILED:
         while seen < published:
             seen = tl.load(counter_ptr, volatile=True)
     tl.atomic_add(counter_ptr, 0, sem="acquire")

@@ -10,7 +10,7 @@ program id or block size), which makes results batch- and chunk-invariant and le
 
 from __future__ import annotations
 
-import kernels._device  # (selects the interpreter before triton is imported)
+from kernels._device import COMPILED  # (selects the interpreter before triton is imported)
 import torch
 import triton
 import triton.language as tl
@@ -18,7 +18,6 @@ import triton.language as tl
 from kernels import tuning
 from kernels.fastmath import LN2, fast_log2
 
-COMPILED = tl.constexpr(not kernels._device.INTERPRETING)
 ACCEPT_STREAM = tl.constexpr(0)
 SAMPLE_STREAM = tl.constexpr(1)
 DRAWS_BLOCK = 1024
