@@ -71,7 +71,7 @@ def _f32(a) -> np.ndarray:
 
 
 SIXTEEN_BIT_DTYPES = (torch.bfloat16, torch.float16)
-_DTYPE_TAGS = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+DTYPE_TAGS = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 
 def in_logit_dtype(request: FixedDraftRequest, dtype: torch.dtype) -> FixedDraftRequest:
@@ -83,11 +83,11 @@ def in_logit_dtype(request: FixedDraftRequest, dtype: torch.dtype) -> FixedDraft
     def rounded(a: np.ndarray | None) -> np.ndarray | None:
         if a is None:
             return None
-        return _f32(torch.from_numpy(_f32(a)).to(dtype).to(torch.float32).numpy())
+        return torch.from_numpy(_f32(a)).to(dtype).to(torch.float32).numpy()
 
     return replace(
         request,
-        label=f"{request.label}@{_DTYPE_TAGS[dtype]}",
+        label=f"{request.label}@{DTYPE_TAGS[dtype]}",
         target=rounded(request.target),
         draft=rounded(request.draft),
         logit_dtype=dtype,

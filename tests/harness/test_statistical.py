@@ -18,6 +18,7 @@ from harness.properties.statistical import (
     samples_needed,
 )
 from harness.properties.statistical_cases import (
+    DTYPE_TAGS,
     equal_mass_bins,
     fixed_draft_requests,
     large_vocab_rows,
@@ -174,9 +175,8 @@ def test_sixteen_bit_copies_hold_exact_16bit_values_and_leave_the_float32_cases_
     assert len(plain) == 5 and len(every) == 11
     for a, b in zip(plain, every[:5], strict=True):  # the copies draw nothing from the generator
         assert a.label == b.label and np.array_equal(a.target, b.target) and a.logit_dtype == torch.float32
-    tags = {torch.bfloat16: "bf16", torch.float16: "fp16"}
     for copy in every[5:]:
-        source = next(r for r in plain if copy.label == f"{r.label}@{tags[copy.logit_dtype]}")
+        source = next(r for r in plain if copy.label == f"{r.label}@{DTYPE_TAGS[copy.logit_dtype]}")
         for mine, theirs in ((copy.target, source.target), (copy.draft, source.draft)):
             if theirs is None:
                 assert mine is None
