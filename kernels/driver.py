@@ -18,8 +18,9 @@ Host cost is kept low because small batches are launch-bound: launch parameters 
 layout (``geometry``), the workspace of a one-chunk call is reused (``chunking.reusable_workspace``),
 and ``FastLaunch`` is given a per-chunk ``launch_variant`` instead of keying every argument. A
 one-chunk call (``OneChunkCall``) allocates and binds while its value check is in flight, so that
-after the check a small batch only makes two tensor views and one launch; a small call whose layout
-repeats runs its kept plan (``call_plan``), which skips the metadata checks and the binding too.
+after the check a small batch only makes two tensor views and one launch; a one-chunk call whose
+layout repeats runs its kept plan (``call_plan``), which skips the metadata checks and the binding
+too (larger chunks replay their recorded launches).
 
 With ``SPECFUZZ_OVERLAP=1`` on CUDA (opt-in; measured slower in v3 and v14, docs/kernels.md), a
 chunk of many requests is split into parts and step 4 (ALU-bound) runs on a high-priority side
@@ -119,7 +120,7 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
         if validate:
             check_rows(target_logits, draft_logits)
         result = launch(max_k + 1)
-        call_plan.keep(key, call, host_lengths=draft_lengths is not None)
+        call_plan.keep(key, call, host_lengths=draft_lengths is not None, launch_whole=launch_whole)
         return result
     out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
     if draft_lengths is None:
@@ -188,12 +189,11 @@ class OneChunkCall:
         out_num = torch.empty(num_reqs, dtype=torch.int32, device=device)
         if not (self.small and self.geo_fixed):
             def launch_chunk(width: int):
-                geo = geometry(target_logits.shape[1], num_reqs, width, None, tuning.knobs())
                 out_ids = torch.empty((num_reqs, width), dtype=torch.int64, device=device)
                 out_logprobs = (torch.empty((num_reqs, width), dtype=torch.float32, device=device)
                                 if self.want_logprobs else None)
-                chunk = ChunkTensors(*self.inputs, out_ids, out_num, out_logprobs, variant)
-                _launch_chunk(self.ws, chunk, num_reqs, geo, table_written=table_written, **self.flags)
+                launch_whole(self.ws, (*self.inputs, out_ids, out_num, out_logprobs), variant, width,
+                             table_written, self.flags)
                 return out_ids, out_num, out_logprobs
             return launch_chunk
         size = num_reqs * self.max_width
@@ -209,6 +209,16 @@ class OneChunkCall:
             out_logprobs = logprobs_store[:used].view(num_reqs, width) if self.want_logprobs else None
             return ids_store[:used].view(num_reqs, width), out_num, out_logprobs
         return launch_small
+
+
+def launch_whole(ws, tensors, variant, width: int, table_written: bool, flags: dict) -> None:
+    """The launches of a one-chunk call: ``tensors`` are ``ChunkTensors``' fields in order (inputs, then
+    ``out_ids`` of ``width`` columns, ``out_num``, ``out_logprobs``), ``flags`` are ``launch_flags``'.
+    Everything it enqueues goes through ``FastLaunch``, which is what a call plan records and replays
+    (kernels/call_plan.py ``ReplayPlan``): a torch operation here would be skipped on replay."""
+    num_reqs = tensors[3].numel() - 1
+    geo = geometry(tensors[0].shape[1], num_reqs, width, None, tuning.knobs())
+    _launch_chunk(ws, ChunkTensors(*tensors, variant), num_reqs, geo, table_written=table_written, **flags)
 
 
 def one_chunk(num_logits: int, vocab_size: int, num_reqs: int, max_chunk_bytes: int | None,

@@ -24,7 +24,9 @@ apart from a profiler's hooks.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 
 import torch
 
@@ -104,6 +106,23 @@ def _current_device() -> int:
     return _GET_DEVICE() if _GET_DEVICE is not None else torch.cuda.current_device()
 
 
+_recorder = threading.local()
+
+
+@contextlib.contextmanager
+def recording():
+    """Collect every ``FastLaunch`` launch this thread makes inside the block, as
+    ``(kernel, grid, args, kwargs, variant)`` in launch order (the launches still run). Call plans
+    (kernels/call_plan.py) replay a chunk's launch sequence from such a record."""
+    launches: list = []
+    previous = getattr(_recorder, "launches", None)
+    _recorder.launches = launches
+    try:
+        yield launches
+    finally:
+        _recorder.launches = previous
+
+
 class FastLaunch:
     """``FastLaunch(jit_fn)[grid](*runtime_args, **constexprs_and_num_warps)``.
 
@@ -165,6 +184,9 @@ class FastLaunch:
         """``variant``: a caller-made key that determines every specialisation of ``args`` (the
         driver's: dtypes, logit alignment and strides, vocabulary class), so the per-argument key is
         skipped; ``CHECK_VARIANTS`` verifies that claim on every launch."""
+        record = getattr(_recorder, "launches", None)
+        if record is not None:
+            record.append((self, grid, args, kwargs, variant))
         if not ENABLED or kernels._device.INTERPRETING or _hooks_set():
             return self.fn[grid](*args, **kwargs)
         device = _current_device()

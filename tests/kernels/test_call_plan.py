@@ -35,6 +35,25 @@ def plan_runs(monkeypatch):
     return runs
 
 
+@pytest.fixture
+def replays(monkeypatch):
+    """The ReplayPlan runs, and the widths each one launched the full path's way (recording them)."""
+    runs, recorded = [], []
+    real_run, real_steps = call_plan.ReplayPlan.run, call_plan.ReplayPlan.replay_steps
+
+    def run(self, *args):
+        runs.append(self)
+        return real_run(self, *args)
+
+    def replay_steps(self, launches, tensors):
+        recorded.append(tensors[7].shape[1])
+        return real_steps(self, launches, tensors)
+
+    monkeypatch.setattr(call_plan.ReplayPlan, "run", run)
+    monkeypatch.setattr(call_plan.ReplayPlan, "replay_steps", replay_steps)
+    return runs, recorded
+
+
 def _call(batch, lengths_on_host, **kwargs):
     lengths = list(batch.lengths) if lengths_on_host else None
     return kernels.rejection_sample(*batch.args(), draft_lengths=lengths, **kwargs)
@@ -170,9 +189,12 @@ def test_plans_are_dropped_and_follow_the_knobs(tuning_env, plan_runs):
     tuning_env("SPECFUZZ_FUSE_DECIDE_MAX_REQS", "4")  # a refresh: the kept plan is stale, then dropped
     kernels.rejection_sample(*good.args())
     assert not plan_runs and len(kept_plans()) == 1
-    many = make_batch(26, lengths=[1] * 5, vocab=16)  # 5 requests: not a small batch, no plan
+    many = make_batch(26, lengths=[1] * 5, vocab=16)  # 5 requests: not a small batch, a replay plan
     kernels.rejection_sample(*many.args())
-    assert len(kept_plans()) == 1
+    assert len(kept_plans()) == 2 and isinstance(list(kept_plans().values())[-1], call_plan.ReplayPlan)
+    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    kernels.rejection_sample(*many.args())
+    assert not plan_runs
 
 
 @pytest.mark.gpu
@@ -210,3 +232,111 @@ def test_tensors_without_strides_take_the_full_path():
     with pytest.raises(ValueError, match="target_logits"):
         kernels.rejection_sample(*sparse.args())
 
+
+
+REPLAY_LAYOUTS = {
+    "five equal": [2] * 5,
+    "ragged with empty drafts": [3, 0, 2, 1, 4, 0, 2],
+}
+
+
+@pytest.mark.parametrize("layout", sorted(REPLAY_LAYOUTS))
+@pytest.mark.parametrize("method,with_draft,want_logprobs", [("token", True, True), ("block", True, False),
+                                                             ("block", False, True)])
+@pytest.mark.parametrize("lengths_on_host", [False, True])
+def test_a_repeated_larger_layout_replays_its_launches_bit_for_bit(layout, method, with_draft, want_logprobs,
+                                                                  lengths_on_host, tuning_env, replays):
+    """More than 4 requests: the first call keeps a ReplayPlan, the second records its launches, the
+    third and fourth replay them with their own tensors; every result equals the full path's."""
+    runs, recorded = replays
+    lengths = REPLAY_LAYOUTS[layout]
+    seed = 4400
+    print("seeds", seed, "..", seed + 3)
+    batches = [make_batch(seed + i, lengths=lengths, vocab=40, with_draft=with_draft) for i in range(4)]
+    kwargs = dict(method=method, want_logprobs=want_logprobs)
+    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    want = [_call(b, lengths_on_host, **kwargs) for b in batches]
+    tuning_env("SPECFUZZ_CALL_PLANS", "1")
+    release_workspaces()
+    for i, batch in enumerate(batches):
+        got = _call(batch, lengths_on_host, **kwargs)
+        assert_same_outputs(want[i], got, (layout, method, with_draft, want_logprobs, lengths_on_host, i))
+    (plan,) = kept_plans().values()
+    assert isinstance(plan, call_plan.ReplayPlan) and len(runs) == 3
+    assert recorded == [max(lengths) + 1] and list(plan.replays) == recorded, "calls 3 and 4 did not replay"
+
+
+def test_a_replay_plan_records_each_checked_width(tuning_env, replays):
+    """Same shapes, other draft lengths (so another output width and decide geometry): the plan records
+    the new width once and replays both."""
+    runs, recorded = replays
+    shapes = ([20, 0, 0, 0, 0], [4, 4, 4, 4, 4])
+    batches = [make_batch(4500 + i, lengths=shapes[i % 2], vocab=40) for i in range(6)]
+    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    want = [kernels.rejection_sample(*b.args(), method="block") for b in batches]
+    tuning_env("SPECFUZZ_CALL_PLANS", "1")
+    release_workspaces()
+    for i, batch in enumerate(batches):
+        assert_same_outputs(want[i], kernels.rejection_sample(*batch.args(), method="block"), i)
+    assert len(runs) == 5 and recorded == [5, 21]
+
+
+def test_a_replay_needs_distinct_tensors(tuning_env, replays):
+    """Seeds and positions given as one tensor: a slot could not tell them apart, so the width is not
+    recorded and every run launches the full path's way; later calls with distinct tensors (whose
+    seeds differ from their positions) still equal the full path."""
+    runs, recorded = replays
+    batches = [make_batch(4600 + i, lengths=[2] * 5, vocab=40) for i in range(4)]
+    for b in batches[:2]:
+        b.positions = b.seeds
+    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    want = [kernels.rejection_sample(*b.args()) for b in batches]
+    tuning_env("SPECFUZZ_CALL_PLANS", "1")
+    release_workspaces()
+    for i, batch in enumerate(batches):
+        assert_same_outputs(want[i], kernels.rejection_sample(*batch.args()), i)
+    (plan,) = kept_plans().values()
+    assert len(runs) == 3 and recorded == [3, 3] and list(plan.replays) == [3]
+
+
+def test_bad_values_after_a_replayed_layout(replays):
+    """The replay plan checks values on every call, like the small-batch plan."""
+    runs, _ = replays
+    release_workspaces()
+    good = make_batch(27, lengths=[2, 1, 0, 1, 2], vocab=16)
+    for _ in range(3):
+        kernels.rejection_sample(*good.args())
+    for field, value, name in (("draft_token_ids", [0, 16, 3, 1, 1, 2], "draft_token_ids"),
+                               ("temperature", [1.0, float("nan"), 1.0, 1.0, 1.0], "temperature"),
+                               ("cu_num_draft_tokens", [0, 2, 1, 3, 4, 6], "cu_num_draft_tokens")):
+        bad = good.clone()
+        old = getattr(bad, field)
+        setattr(bad, field, torch.tensor(value, dtype=old.dtype, device=DEVICE))
+        with pytest.raises(ValueError, match=name):
+            kernels.rejection_sample(*bad.args())
+    assert len(runs) == 5
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("vocab,dtype", [(32000, torch.bfloat16), (151936, torch.float32)])
+@pytest.mark.parametrize("method,with_draft,lengths_on_host", [("token", True, False), ("block", True, True),
+                                                               ("block", False, False)])
+def test_gpu_replay_plans_launch_directly_and_match_the_full_path(vocab, dtype, method, with_draft,
+                                                                  lengths_on_host, tuning_env, replays):
+    """On the GPU a replay plan's recorded launches call the compiled kernels directly (checked against
+    Triton's specialisation under SPECFUZZ_FAST_LAUNCH_CHECK=1), and replayed calls with new values
+    equal the full path bit for bit (dependent launches on where the device has them)."""
+    runs, recorded = replays
+    batches = [make_batch(4700 + i, lengths=[3, 0, 8, 5, 1, 8, 2, 4], vocab=vocab, dtype=dtype,
+                          with_draft=with_draft, device="cuda") for i in range(6)]
+    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    want = [_call(b, lengths_on_host, method=method, want_logprobs=True) for b in batches]
+    tuning_env("SPECFUZZ_CALL_PLANS", "1")
+    release_workspaces()
+    for i, batch in enumerate(batches):
+        assert_same_outputs(want[i], _call(batch, lengths_on_host, method=method, want_logprobs=True), i)
+    (plan,) = kept_plans().values()
+    (steps,) = plan.replays.values()
+    assert len(runs) == 5 and recorded == [9]
+    assert len(steps) >= 4 and all(bound.direct for bound, _, _ in steps)
