@@ -54,15 +54,19 @@ def replays(monkeypatch):
     return runs, recorded
 
 
+METHODS = pytest.mark.parametrize("method,with_draft,want_logprobs",
+                                  [("token", True, True), ("block", True, False), ("block", False, True)])
+LENGTHS_ON_HOST = pytest.mark.parametrize("lengths_on_host", [False, True])
+
+
 def _call(batch, lengths_on_host, **kwargs):
     lengths = list(batch.lengths) if lengths_on_host else None
     return kernels.rejection_sample(*batch.args(), draft_lengths=lengths, **kwargs)
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-@pytest.mark.parametrize("method,with_draft,want_logprobs", [("token", True, True), ("block", True, False),
-                                                             ("block", False, True)])
-@pytest.mark.parametrize("lengths_on_host", [False, True])
+@METHODS
+@LENGTHS_ON_HOST
 def test_a_repeated_layout_runs_its_plan_bit_for_bit(layout, method, with_draft, want_logprobs,
                                                      lengths_on_host, tuning_env, plan_runs):
     lengths = LAYOUTS[layout]
@@ -241,9 +245,8 @@ REPLAY_LAYOUTS = {
 
 
 @pytest.mark.parametrize("layout", sorted(REPLAY_LAYOUTS))
-@pytest.mark.parametrize("method,with_draft,want_logprobs", [("token", True, True), ("block", True, False),
-                                                             ("block", False, True)])
-@pytest.mark.parametrize("lengths_on_host", [False, True])
+@METHODS
+@LENGTHS_ON_HOST
 def test_a_repeated_larger_layout_replays_its_launches_bit_for_bit(layout, method, with_draft, want_logprobs,
                                                                   lengths_on_host, tuning_env, replays):
     """More than 4 requests: the first call keeps a ReplayPlan, the second records its launches, the
