@@ -342,4 +342,6 @@ def test_gpu_replay_plans_launch_directly_and_match_the_full_path(vocab, dtype, 
     (plan,) = kept_plans().values()
     (steps,) = plan.replays.values()
     assert len(runs) == 5 and recorded == [9]
-    assert len(steps) >= 4 and all(bound.direct for bound, _, _ in steps)
+    # pass 1, decide, race; the row table unless the value summary wrote it; pass 2 and decide again
+    launches = 3 + lengths_on_host + 2 * (method == "block" and with_draft)
+    assert len(steps) == launches and all(bound.direct for bound, _, _ in steps)
