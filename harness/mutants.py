@@ -470,6 +470,17 @@ CATALOGUE: tuple[Mutant, ...] = (
         "another draft dtype skips the metadata checks",
         (BAD,),
     ),
+    _m(
+        "replay-ignores-width",
+        "generic:stale-state",
+        "call_plan.py",
+        "        steps = self.replays.get(width)\n",
+        "        steps = next(iter(self.replays.values()), None)\n",
+        "a replay plan (one-chunk calls of more than 4 requests) replays the launches it recorded at "
+        "its first width for every later width: same shapes, other draft lengths give outputs of the "
+        "new width written as the old one (stale geometry and output width)",
+        ("layout_reuse",),
+    ),
     # --- argued equivalent --------------------------------------------------------------------------
     _m(
         "combine-padded-sum-one",

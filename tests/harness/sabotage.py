@@ -355,3 +355,29 @@ class AlwaysFails(Variant):
 # Module-level instances so that the CLI can name them as tests.harness.sabotage:<name>.
 padding_zero = PaddingZero()
 always_fails = AlwaysFails()
+
+
+class StaleLayoutLengths(Variant):
+    """Keeps the first ``cu_num_draft_tokens`` it saw per layout (shapes), as a CUDA graph captured
+    with its draft lengths would, and verifies later calls of that layout with it."""
+
+    name = "stale-layout-lengths"
+    field = "cu_num_draft_tokens"
+
+    def __init__(self):
+        super().__init__()
+        self.captured: dict = {}
+
+    def see(self, batch):
+        key = (tuple(batch.target_logits.shape), None if batch.draft_logits is None
+               else tuple(batch.draft_logits.shape), batch.num_reqs)
+        kept = self.captured.setdefault(key, getattr(batch, self.field).clone())
+        return replace(batch, **{self.field: kept})
+
+
+class StaleLayoutSeeds(StaleLayoutLengths):
+    """Keeps the first seeds it saw per layout (a graph that captured them by value): outputs keep
+    their shapes, only the randomness is stale."""
+
+    name = "stale-layout-seeds"
+    field = "seeds"
