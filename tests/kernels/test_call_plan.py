@@ -244,7 +244,8 @@ REPLAY_LAYOUTS = {
 }
 
 
-@pytest.mark.parametrize("layout,lengths_on_host", [("five equal", False), ("ragged with empty drafts", True)])
+@pytest.mark.parametrize("layout,lengths_on_host",
+                         [("five equal", False), ("ragged with empty drafts", True)])
 @METHODS
 def test_a_repeated_larger_layout_replays_its_launches_bit_for_bit(layout, method, with_draft, want_logprobs,
                                                                   lengths_on_host, tuning_env, replays):
