@@ -50,8 +50,9 @@ from harness.strategies import CaseSpace
 from reference.probs import effective_temperature, softmax_rows
 
 
-def _run(kernel: object, batch: VerifyBatch, logprobs_claimed: bool):
-    """Run the kernel; return ``(output, None)`` or ``(None, CaseCheck)`` when the contract is broken."""
+def run_checked(kernel: object, batch: VerifyBatch, logprobs_claimed: bool):
+    """Run the kernel (this module's properties and ``layout_reuse``); return ``(output, None)``, or
+    ``(None, CaseCheck)`` when the contract is broken."""
     out = call_verify(kernel, batch)
     bad = contract_violations(batch, out, logprobs_claimed)
     return (None, CaseCheck(findings_from(bad))) if bad else (out, None)
@@ -60,10 +61,10 @@ def _run(kernel: object, batch: VerifyBatch, logprobs_claimed: bool):
 def _run_both(kernel: object, batch_a: VerifyBatch, batch_b: VerifyBatch, logprobs_claimed: bool):
     """Run the kernel on both batches; ``(out_a, out_b, None)`` or ``(None, None, CaseCheck)`` when the
     contract is broken."""
-    out_a, broken = _run(kernel, batch_a, logprobs_claimed)
+    out_a, broken = run_checked(kernel, batch_a, logprobs_claimed)
     if broken:
         return None, None, broken
-    out_b, broken = _run(kernel, batch_b, logprobs_claimed)
+    out_b, broken = run_checked(kernel, batch_b, logprobs_claimed)
     return (None, None, broken) if broken else (out_a, out_b, None)
 
 
@@ -77,7 +78,7 @@ def _first_request_difference(
     return None
 
 
-def _same_requests(cls: str, what: str, out_a, out_b, num_reqs: int, with_lp: bool) -> Finding | None:
+def same_requests(cls: str, what: str, out_a, out_b, num_reqs: int, with_lp: bool) -> Finding | None:
     """A ``cls`` finding for the first request whose outputs differ between ``out_a`` and ``out_b``."""
     rows = list(range(num_reqs))
     i = _first_request_difference(out_a, rows, out_b, rows, with_lp)
@@ -111,7 +112,7 @@ class BatchInvariance(CaseProperty):
         if batch.num_reqs < 2:
             return CaseCheck(skipped="needs at least two requests")
         with_lp = batch.want_logprobs and caps.logprobs
-        out, broken = _run(kernel, batch, caps.logprobs)
+        out, broken = run_checked(kernel, batch, caps.logprobs)
         if broken:
             return broken
         rng = np.random.default_rng(case.data_seed)
@@ -122,7 +123,7 @@ class BatchInvariance(CaseProperty):
             ("batch_order", "permuting the batch", order),
             ("batch_mates", f"running requests {subset} without their batch mates", subset),
         ):
-            other, broken = _run(kernel, select_requests(batch, picked), caps.logprobs)
+            other, broken = run_checked(kernel, select_requests(batch, picked), caps.logprobs)
             if broken:
                 return broken
             i = _first_request_difference(out, picked, other, list(range(len(picked))), with_lp)
@@ -153,7 +154,7 @@ class ChunkInvariance(CaseProperty):
         if broken:
             return broken
         what = f"max_chunk_bytes={case.max_chunk_bytes} vs unbounded"
-        f = _same_requests("chunk_dependence", what, out_u, out_c, chunked.num_reqs, with_lp)
+        f = same_requests("chunk_dependence", what, out_u, out_c, chunked.num_reqs, with_lp)
         if f is None:
             return CaseCheck()
         f.evidence["max_chunk_bytes"] = case.max_chunk_bytes
@@ -195,7 +196,7 @@ class LogitShift(CaseProperty):
         if broken:
             return broken
         what = "shifting logits rows by constants"
-        f = _same_requests("shift_dependence", what, out_a, out_b, base.num_reqs, with_lp)
+        f = same_requests("shift_dependence", what, out_a, out_b, base.num_reqs, with_lp)
         return CaseCheck() if f is None else CaseCheck([f])
 
 
@@ -326,7 +327,7 @@ class GreedyIdentity(CaseProperty):
             )
         )
         for what, variant in variants:
-            out, broken = _run(kernel, variant, caps.logprobs)
+            out, broken = run_checked(kernel, variant, caps.logprobs)
             if broken:
                 return broken
             for r in greedy:
@@ -374,7 +375,7 @@ class EqualModelsAcceptAll(CaseProperty):
         temps = to_numpy(batch.temperature).astype(np.float64)
         cu = batch.cu_num_draft_tokens.tolist()
         ids = batch.draft_token_ids.tolist()
-        out, broken = _run(kernel, batch, caps.logprobs)
+        out, broken = run_checked(kernel, batch, caps.logprobs)
         if broken:
             return broken
         for r in range(batch.num_reqs):

@@ -37,7 +37,7 @@ from harness.cases import Case, build_batch
 from harness.contract import VerifyBatch, capabilities_of
 from harness.properties.base import RunContext, register
 from harness.properties.case_property import CaseCheck, CaseProperty
-from harness.properties.invariance import _run, _same_requests
+from harness.properties.invariance import run_checked, same_requests
 
 MIN_REQUESTS = 5
 
@@ -104,7 +104,7 @@ class LayoutReuse(CaseProperty):
         calls = []
         for name, batch in (("B", base), ("B again", base), ("S", sibling), ("B after S", base),
                             ("S + 1 empty request", with_empty_requests(sibling, 1))):
-            out, broken = _run(kernel, batch, caps.logprobs)
+            out, broken = run_checked(kernel, batch, caps.logprobs)
             if broken:
                 for f in broken.findings:
                     f.message = f"{name} (layout_reuse sequence B, B, S, B): {f.message}"
@@ -118,7 +118,7 @@ class LayoutReuse(CaseProperty):
             ("layout_reuse_stale", "S with one more request vs S after B (same shapes)", other_witness,
              other),
         ):
-            f = _same_requests(cls, what, expected, got, base.num_reqs, with_lp)
+            f = same_requests(cls, what, expected, got, base.num_reqs, with_lp)
             if f is not None:
                 f.evidence["draft_lengths"] = lengths
                 return CaseCheck([f])

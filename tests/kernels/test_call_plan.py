@@ -118,19 +118,22 @@ def test_bad_input_after_a_good_call_of_the_layout(batch, kwargs, name, kernel_l
     assert set(kernel_launches) <= {SUMMARY_KERNEL}, f"raised after a launch: {kernel_launches}"
 
 
+def _assert_value_errors(good, edits) -> None:
+    """Each ``(field, values)`` edit of ``good`` raises a ValueError naming that field."""
+    for field, value in edits:
+        bad = good.clone()
+        setattr(bad, field, torch.tensor(value, dtype=getattr(bad, field).dtype, device=DEVICE))
+        with pytest.raises(ValueError, match=field):
+            kernels.rejection_sample(*bad.args())
+
+
 def test_value_errors_are_caught_by_the_plan(plan_runs):
     """The bad-input test above can fail to reach the plan; these value errors must go through it."""
     release_workspaces()
     good = make_batch(25, lengths=[2, 1], vocab=16)
     kernels.rejection_sample(*good.args())
-    for field, value, name in (("draft_token_ids", [0, 16, 3], "draft_token_ids"),
-                               ("temperature", [1.0, float("nan")], "temperature"),
-                               ("cu_num_draft_tokens", [0, 2, 1], "cu_num_draft_tokens")):
-        bad = good.clone()
-        old = getattr(bad, field)
-        setattr(bad, field, torch.tensor(value, dtype=old.dtype, device=DEVICE))
-        with pytest.raises(ValueError, match=name):
-            kernels.rejection_sample(*bad.args())
+    _assert_value_errors(good, (("draft_token_ids", [0, 16, 3]), ("temperature", [1.0, float("nan")]),
+                                ("cu_num_draft_tokens", [0, 2, 1])))
     assert len(plan_runs) == 3
     kernels.rejection_sample(*good.args(), draft_lengths=[2, 1])
     with pytest.raises(ValueError, match="draft_lengths"):
@@ -309,14 +312,9 @@ def test_bad_values_after_a_replayed_layout(replays):
     good = make_batch(27, lengths=[2, 1, 0, 1, 2], vocab=16)
     for _ in range(3):
         kernels.rejection_sample(*good.args())
-    for field, value, name in (("draft_token_ids", [0, 16, 3, 1, 1, 2], "draft_token_ids"),
-                               ("temperature", [1.0, float("nan"), 1.0, 1.0, 1.0], "temperature"),
-                               ("cu_num_draft_tokens", [0, 2, 1, 3, 4, 6], "cu_num_draft_tokens")):
-        bad = good.clone()
-        old = getattr(bad, field)
-        setattr(bad, field, torch.tensor(value, dtype=old.dtype, device=DEVICE))
-        with pytest.raises(ValueError, match=name):
-            kernels.rejection_sample(*bad.args())
+    _assert_value_errors(good, (("draft_token_ids", [0, 16, 3, 1, 1, 2]),
+                                ("temperature", [1.0, float("nan"), 1.0, 1.0, 1.0]),
+                                ("cu_num_draft_tokens", [0, 2, 1, 3, 4, 6])))
     assert len(runs) == 5
 
 
