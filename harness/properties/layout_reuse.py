@@ -11,7 +11,8 @@ property draws a fresh layout per case, so such state is never exercised twice w
 requests repeated: size-dependent paths such as our kernels' replay plans start beyond 4; the gpu
 profile's batches of up to 256 requests reach larger thresholds) and a
 sibling ``S`` with exactly ``B``'s shapes, dtypes and strides but other values: other draft lengths
-with the same total (so another output width where the total allows), other logits, draft ids,
+with the same total, none above the kernel's declared ``max_draft_len`` (so another output width
+where the total allows), other logits, draft ids,
 temperatures, seeds and positions. It calls ``B, B, S, B`` in that order (the second call of a
 layout is where a plan records, the third where it replays) and compares:
 
@@ -48,18 +49,30 @@ def at_least(batch: VerifyBatch, count: int) -> VerifyBatch:
     return select_requests(batch, list(range(batch.num_reqs)) * reps) if reps > 1 else batch
 
 
-def other_lengths(lengths: list[int]) -> list[int]:
-    """Draft lengths with the same count and total whose longest differs from ``lengths``' where the
-    total allows it: every draft on the last request, else spread as evenly as possible."""
+def other_lengths(lengths: list[int], max_len: int) -> list[int]:
+    """Draft lengths with the same count and total, none above ``max_len`` (the kernel's declared
+    ``max_draft_len``), whose longest differs from ``lengths``' where that is possible: the drafts
+    piled onto the last requests, else spread as evenly as possible, else ``lengths`` reversed."""
     total, count = sum(lengths), len(lengths)
-    piled = [0] * (count - 1) + [total]
+    full, rest = divmod(total, max_len) if max_len > 0 else (0, total)
+    piled = [0] * count
+    for i in range(min(full, count)):
+        piled[count - 1 - i] = max_len
+    if full < count:
+        piled[count - 1 - full] += rest
     even = [total // count + (i < total % count) for i in range(count)]
-    return piled if max(piled) != max(lengths) else even
+    candidates = [c for c in (piled, even, lengths[::-1]) if max(c, default=0) <= max(max_len, 0)]
+    for differs in (lambda c: max(c) != max(lengths), lambda c: c != lengths):
+        found = [c for c in candidates if differs(c)]
+        if found:
+            return found[0]
+    return list(lengths)
 
 
-def same_layout_sibling(batch: VerifyBatch, rng: np.random.Generator) -> VerifyBatch:
-    """A batch with ``batch``'s shapes, dtypes and strides and other values (module docstring)."""
-    lengths = other_lengths(batch.draft_lengths())
+def same_layout_sibling(batch: VerifyBatch, rng: np.random.Generator, max_len: int) -> VerifyBatch:
+    """A batch with ``batch``'s shapes, dtypes and strides and other values (module docstring), no
+    draft longer than ``max_len``."""
+    lengths = other_lengths(batch.draft_lengths(), max_len)
     cu = torch.tensor(np.concatenate(([0], np.cumsum(lengths))), dtype=batch.cu_num_draft_tokens.dtype,
                       device=batch.device)
     ids = torch.from_numpy(rng.integers(0, batch.vocab_size, batch.num_draft_total)).to(
@@ -99,7 +112,7 @@ class LayoutReuse(CaseProperty):
     def check(self, kernel, case: Case, ctx: RunContext) -> CaseCheck:
         caps = capabilities_of(kernel)
         base = at_least(build_batch(case, ctx.device), MIN_REQUESTS)
-        sibling = same_layout_sibling(base, np.random.default_rng(case.data_seed))
+        sibling = same_layout_sibling(base, np.random.default_rng(case.data_seed), caps.max_draft_len)
         with_lp = base.want_logprobs and caps.logprobs
         calls = []
         for name, batch in (("B", base), ("B again", base), ("S", sibling), ("B after S", base),

@@ -20,17 +20,28 @@ from tests.harness.property_helpers import check_case, run_property, simple_case
 
 
 def test_other_lengths_keep_count_and_total_and_move_the_longest():
-    for lengths in ([3, 0, 2], [1, 1, 1, 1], [0, 5], [2, 2, 2, 0, 0, 0]):
-        new = other_lengths(lengths)
+    for lengths in ([3, 0, 2], [1, 1, 1, 1], [0, 5], [2, 2, 2, 0, 0, 0], [16, 16, 0, 0]):
+        new = other_lengths(lengths, 16)
         assert len(new) == len(lengths) and sum(new) == sum(lengths) and min(new) >= 0
         assert max(new) != max(lengths), (lengths, new)
-    assert other_lengths([0, 0]) == [0, 0] and other_lengths([4]) == [4]  # nothing to move
+    assert other_lengths([0, 0], 16) == [0, 0] and other_lengths([4], 16) == [4]  # nothing to move
+
+
+def test_other_lengths_respect_the_declared_longest_draft():
+    """Piling every draft onto one request made a 2000-token draft from 246 requests, beyond what the
+    kernel declares (found on the H200: our kernels' decide launch compiled for minutes)."""
+    lengths = [(7 * i) % 17 for i in range(246)]
+    new = other_lengths(lengths, 16)
+    assert max(new) <= 16 and sum(new) == sum(lengths) and len(new) == len(lengths)
+    assert new != lengths
+    assert other_lengths([2, 2, 2], 2) == [2, 2, 2]  # every request at the limit: nothing else fits
+    assert other_lengths([2, 1, 2], 2) == [1, 2, 2]  # same longest, another layout
 
 
 def test_the_sibling_has_the_layout_and_other_values():
     batch = at_least(build_batch(simple_case(), "cpu"), MIN_REQUESTS)
     assert batch.num_reqs >= MIN_REQUESTS
-    sibling = same_layout_sibling(batch, np.random.default_rng(0))
+    sibling = same_layout_sibling(batch, np.random.default_rng(0), 16)
     for name in BATCH_TENSOR_FIELDS:
         a, b = getattr(batch, name), getattr(sibling, name)
         if a is None:
