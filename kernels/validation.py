@@ -2,7 +2,8 @@
 raised before any kernel launch.
 
 Metadata (types, shapes, dtypes, devices) is checked on the host for free. Values (``cu``
-monotonicity, draft ids in ``[-1, V)``, temperatures ``>= 0`` and not NaN) need the device data: a
+monotonicity, at most ``MAX_DRAFT_TOKENS`` drafts per request, draft ids in ``[-1, V)``, temperatures
+``>= 0`` and not NaN) need the device data: a
 one-program kernel summarises them (seven scalars, plus ``cu`` itself when chunk planning needs the
 host-side lengths) and they come back in ONE copy into pinned memory; the driver prepares its
 launches while that copy is in flight (``PendingCheck``). This launch is the only one before the
@@ -31,6 +32,10 @@ from kernels.row_stats import TABLE_BLOCK, write_row_table
 LOGIT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 INT_DTYPES = (torch.int32, torch.int64)
 METHODS = ("token", "block")
+# The longest draft of one request. The decide launch holds a request's rows in one tile of
+# next_power_of_2(k + 1) rows (kernels/geometry.py): 128 rows compile in 2-9 s on the H200, a
+# 2048-row tile (a 2000-token draft) did not finish compiling in 7 minutes, so longer drafts are refused.
+MAX_DRAFT_TOKENS = 127
 
 
 def _fail(name: str, message: str):
@@ -109,7 +114,13 @@ def check_host_lengths(draft_lengths, num_reqs: int, num_drafts: int) -> np.ndar
     total = int(lengths.sum())
     if total != num_drafts:
         _fail("draft_lengths", f"sum {total} != num_draft_total {num_drafts}")
+    if lengths.size and lengths.max() > MAX_DRAFT_TOKENS:
+        _fail("draft_lengths", _too_long(int(lengths.max())))
     return lengths
+
+
+def _too_long(longest: int) -> str:
+    return f"a request has {longest} draft tokens, at most {MAX_DRAFT_TOKENS} are supported"
 
 
 def host_lengths(draft_lengths) -> np.ndarray | None:
@@ -294,6 +305,8 @@ def check_summary(summary: np.ndarray, num_drafts: int, vocab_size: int) -> int:
               f"ids must lie in [0, {vocab_size}) (or be -1 padding), got range [{low}, {high}]")
     if bad:
         _fail("temperature", f"{bad} entries are negative or NaN")
+    if max_step > MAX_DRAFT_TOKENS:
+        _fail("cu_num_draft_tokens", _too_long(max_step))
     return max_step
 
 

@@ -14,6 +14,7 @@ import torch
 
 import kernels._device  # noqa: F401  (selects TRITON_INTERPRET before triton is imported)
 from harness.contract import BATCH_TENSOR_FIELDS, LOGIT_DTYPES, Capabilities, VerifyBatch, VerifyOutput
+from kernels.validation import MAX_DRAFT_TOKENS
 
 
 def _batch_args(batch: VerifyBatch) -> tuple:
@@ -33,6 +34,7 @@ class TritonKernels:
             logprobs=True,
             chunking=True,
             dtypes=frozenset(LOGIT_DTYPES),
+            max_draft_len=MAX_DRAFT_TOKENS,
             raises_on_bad_input=True,
             draft_padding_minus_one=True,  # docs/kernels.md, "Bad input"
             philox_layout=True,  # kernels/randomness.py follows docs/interfaces.md section 1

@@ -8,7 +8,15 @@ import torch
 
 import kernels
 from kernels.driver import verify_into
-from tests.kernels._batches import DEVICE, make_batch, run_kernel
+from kernels.validation import MAX_DRAFT_TOKENS
+from tests.kernels._batches import (
+    DEVICE,
+    Agreement,
+    compare_to_reference,
+    make_batch,
+    reference_result,
+    run_kernel,
+)
 
 SUMMARY_KERNEL = "_summarise_values_kernel"  # kernels/validation.py: the value check's launch
 
@@ -161,6 +169,40 @@ def test_good_input_passes_the_checks(kwargs, kernel_launches):
     chunk, several chunks, host lengths)."""
     kernels.rejection_sample(*make_batch(25, lengths=[2, 1], vocab=16).args(), **kwargs)
     assert set(kernel_launches) - {SUMMARY_KERNEL}, kernel_launches
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("method", ["token", "block"])
+def test_the_longest_supported_draft_matches_the_reference(method):
+    """``MAX_DRAFT_TOKENS`` drafts (a 128-row decide tile) beside a short request, drafts equal to the
+    target so the decisions run to the bonus row: the limit is not off by one."""
+    batch = make_batch(31, lengths=[MAX_DRAFT_TOKENS, 2], vocab=16, family="shared", greedy_fraction=0.0)
+    out = run_kernel(batch, method, want_logprobs=True)
+    tally = Agreement()
+    compare_to_reference(batch, method, out, reference_result(batch, method, True), tally)
+    assert not tally.mismatches, tally.mismatches
+    assert out[0].shape == (2, MAX_DRAFT_TOKENS + 1) and int(out[1][0]) == MAX_DRAFT_TOKENS + 1
+
+
+@pytest.mark.parametrize("path", ["one chunk", "chunked", "host lengths", "plan"])
+def test_a_draft_beyond_the_supported_longest_raises(path, kernel_launches):
+    """One more draft than ``MAX_DRAFT_TOKENS`` on every path, the small plan's value check included
+    (a good call of the same layout first): found on the H200, where a 2000-token draft left the
+    decide launch compiling for minutes."""
+    batch = make_batch(32, lengths=[MAX_DRAFT_TOKENS + 1, 1], vocab=16)
+    kwargs = {"chunked": {"max_chunk_bytes": 1},
+              "host lengths": {"draft_lengths": batch.lengths}}.get(path, {})
+    if path == "plan":
+        good = batch.clone()
+        cu = [0, MAX_DRAFT_TOKENS, MAX_DRAFT_TOKENS + 2]  # same shapes, every draft within the limit
+        good.cu_num_draft_tokens = torch.tensor(cu, dtype=torch.int32, device=DEVICE)
+        for _ in range(2):
+            kernels.rejection_sample(*good.args())
+        kernel_launches.clear()
+    name = "draft_lengths" if path == "host lengths" else "cu_num_draft_tokens"
+    with pytest.raises(ValueError, match=f"{name}: a request has {MAX_DRAFT_TOKENS + 1} draft tokens"):
+        kernels.rejection_sample(*batch.args(), **kwargs)
+    assert set(kernel_launches) <= {SUMMARY_KERNEL}, f"raised after a launch: {kernel_launches}"
 
 
 @pytest.mark.interpreter
