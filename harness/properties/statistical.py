@@ -138,9 +138,11 @@ def too_slow(
 
 
 def samples_needed(ctx: RunContext, positive_cells: int) -> int:
-    """n for ``profile.stat_tv`` at power 0.999 and the assertion alpha, within [MIN_SAMPLES, cap]."""
+    """n for ``profile.stat_tv`` at power 0.999 and the assertion alpha, within [MIN_SAMPLES, cap];
+    a deterministic law (one positive cell) takes MIN_SAMPLES. A cap below MIN_SAMPLES (an explicit
+    override for a slow kernel) wins in both cases: the record's detectable TV states what is left."""
     if positive_cells < 2:
-        return MIN_SAMPLES
+        return min(MIN_SAMPLES, _sample_cap(ctx))
     n = stats.samples_for_tv(ctx.profile.stat_tv, positive_cells, assertion_alpha(ctx.profile))
     return int(min(max(n, MIN_SAMPLES), _sample_cap(ctx)))
 
