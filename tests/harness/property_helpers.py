@@ -10,10 +10,10 @@ from harness.properties import REGISTRY
 from harness.properties.base import PropertyResult, RunContext
 
 
-def cpu_context(seed: int = 0, profile: str = "ci", **extra) -> RunContext:
+def cpu_context(seed: int = 0, profile: str = "ci", device: str = "cpu", **extra) -> RunContext:
     return RunContext(
         profile=PROFILES[profile],
-        device=torch.device("cpu"),
+        device=torch.device(device),
         seed=seed,
         kernel_spec="tests.harness.sabotage:<variant>",
         extra=dict(extra),
@@ -24,8 +24,10 @@ def run_property(name: str, kernel: object, seed: int = 0) -> PropertyResult:
     return REGISTRY[name].run(kernel, cpu_context(seed))
 
 
-def check_case(name: str, kernel: object, case: Case):
-    return REGISTRY[name].check_guarded(kernel, case, cpu_context())
+def check_case(name: str, kernel: object, case: Case, device: str = "cpu"):
+    """One case of property ``name``; ``device``: where its batch is built (our compiled kernels
+    refuse CPU tensors on a GPU machine)."""
+    return REGISTRY[name].check_guarded(kernel, case, cpu_context(device=device))
 
 
 def simple_case(**overrides) -> Case:

@@ -81,6 +81,7 @@ def test_stale_seeds_are_a_layout_reuse_finding():
 
 def test_our_kernels_pass_a_case():
     from harness.adapters.triton_kernels import kernel
+    from kernels._device import default_device
 
     case = simple_case(draft_lens=[3, 0, 2], temperatures=[1.0, 0.0, 0.7], seeds=[11, 12, 13])
-    assert check_case("layout_reuse", kernel, case).findings == []
+    assert check_case("layout_reuse", kernel, case, default_device().type).findings == []
