@@ -35,7 +35,8 @@ class TritonKernels:
             dtypes=frozenset(LOGIT_DTYPES),
             # The contract's 16, not kernels.MAX_DRAFT_TOKENS (127): every longer draft compiles a
             # wider decide tile (2-9 s each on the H200), which on the gpu profile pushed
-            # layout_reuse's four cases past 220 s. tests/kernels/test_structure.py tests the 127 / 128 boundary.
+            # layout_reuse's four cases past 220 s. tests/kernels/test_structure.py tests the
+            # 127 / 128 boundary.
             max_draft_len=16,
             raises_on_bad_input=True,
             draft_padding_minus_one=True,  # docs/kernels.md, "Bad input"

@@ -54,18 +54,16 @@ def other_lengths(lengths: list[int], max_len: int) -> list[int]:
     ``max_draft_len``), whose longest differs from ``lengths``' where that is possible: the drafts
     piled onto the last requests, else spread as evenly as possible, else ``lengths`` reversed."""
     total, count = sum(lengths), len(lengths)
-    full, rest = divmod(total, max_len) if max_len > 0 else (0, total)
-    piled = [0] * count
-    for i in range(min(full, count)):
-        piled[count - 1 - i] = max_len
-    if full < count:
-        piled[count - 1 - full] += rest
+    max_len = max(max_len, 1)  # a kernel declaring 0 has no drafts to move
+    full, rest = divmod(total, max_len)  # lengths within max_len: full <= count, rest 0 if full == count
+    piled = [0] * (count - full) + [max_len] * full
+    if rest:
+        piled[count - 1 - full] = rest
     even = [total // count + (i < total % count) for i in range(count)]
-    candidates = [c for c in (piled, even, lengths[::-1]) if max(c, default=0) <= max(max_len, 0)]
     for differs in (lambda c: max(c) != max(lengths), lambda c: c != lengths):
-        found = [c for c in candidates if differs(c)]
-        if found:
-            return found[0]
+        for candidate in (piled, even, lengths[::-1]):
+            if differs(candidate):
+                return candidate
     return list(lengths)
 
 
