@@ -325,13 +325,35 @@ CATALOGUE: tuple[Mutant, ...] = (
         "residual-mass-halved-16bit",
         "generic:other-value",
         "residual_mass.py",
-        "        z = _mass_sum(xt, xd, target_row, draft_row, temperature, row_max_ptr, row_log_sum_ptr,\n"
-        "                      logp_before_ptr, num_target_rows)\n    tl.store(",
+        "        z = _mass_sum(xt, xd, target_row, draft_row, temperature, row_max_ptr, "
+        "row_log_sum_ptr, log_p,\n"
+        "                      num_target_rows)\n    tl.store(",
         "        z = 0.5 * _mass_sum(xt, xd, target_row, draft_row, temperature, row_max_ptr, "
-        "row_log_sum_ptr,\n                      logp_before_ptr, num_target_rows)\n    tl.store(",
+        "row_log_sum_ptr, log_p,\n                      num_target_rows)\n    tl.store(",
         "block pass 2 returns Z / 2 for bf16 / fp16 logits only (the load structure of 16-bit rows): "
         "h = Z / (Z + 1 - p) too small, so block verification stops inside its draft too rarely "
         "(killed by the crafted close-draft cases: v14's properties all passed it)",
+        (COUPLED,),
+    ),
+    _m(
+        "mass-skip-inverted",
+        "generic:comparison",
+        "decide.py",
+        "cannot_pass = tl.log(_pick(u, rows, s - 1)) > log_p + MASS_SKIP_MARGIN",
+        "cannot_pass = tl.log(_pick(u, rows, s - 1)) <= log_p + MASS_SKIP_MARGIN",
+        "block pass 2 skips the slots whose Z can decide tau (eta_s <= p_s) and computes the others, "
+        "so those slots see Z = 0, h_s = 0, and are never accepted",
+        (COUPLED,),
+    ),
+    _m(
+        "mass-skip-bound-off-by-one",
+        "generic:off-by-one",
+        "decide.py",
+        "cannot_pass = tl.log(_pick(u, rows, s - 1)) > log_p + MASS_SKIP_MARGIN",
+        "cannot_pass = tl.log(_pick(u, rows, s - 1)) > clipped_log_ratio_step(log_p, lb_s, "
+        "_pick(log_q, rows, s)) + MASS_SKIP_MARGIN",
+        "the skip bounds h_s by p_{s+1} instead of p_s: a slot with p_{s+1} < eta_s <= h_s loses its Z "
+        "and its acceptance",
         (COUPLED,),
     ),
     _m(

@@ -13,7 +13,11 @@ uniforms and decides (docs/interfaces.md section 2):
   ``tau = max{i : eta_i <= h_i}`` scanning every position; the residual ``(p_tau b - q)_+`` is
   sampled later. With draft logits ``Z`` needs a second pass over the rows, so the kernel runs in two
   stages: ``COMBINE`` (statistics and ``log p`` per slot, stored for the residual-mass pass) and
-  ``DECIDE`` (reads ``Z`` and decides). Otherwise one launch does both.
+  ``DECIDE`` (reads ``Z`` and decides). Otherwise one launch does both. ``COMBINE`` also marks the
+  slots whose ``Z`` cannot change tau, and pass 2 skips their rows: slot 0 (``Z_1`` enters no
+  ``h``), every slot with ``eta_s > p_s`` (``h_s <= p_s``), and all of them when ``eta_g <= p_g``
+  (then tau = g). Both tests keep a margin (``MASS_SKIP_MARGIN``) far wider than
+  float32's error in ``h`` and ``p``, so a skipped slot is one the unskipped kernel rejects too.
 
 A rejection whose target and draft rows are near one-hot on a shared mode beyond float32's tails
 (kernels/deep_tails.py) gets its correction here, from a sequential race over the row, and its
@@ -39,6 +43,11 @@ from kernels.randomness import ACCEPT_STREAM, philox_uniform
 from kernels.row_stats import inverse_temperature, log_prob, request_span
 
 NEG_INF = tl.constexpr(float("-inf"))
+# COMBINE stores ``log p_s = +inf`` for a slot whose ``Z_{s+1}`` cannot move tau (residual_mass.py
+# skips its rows). The margin (log units) keeps the skip clear of float32 rounding: decide's own
+# ``h_s`` and ``p_g`` are within ~1e-5 relative of the values the skip test bounds them by.
+MASS_SKIPPED = tl.constexpr(float("inf"))
+MASS_SKIP_MARGIN = tl.constexpr(2.0**-7)
 
 
 @triton.jit
@@ -182,14 +191,20 @@ def decide_request(req, num_reqs, target_ptr, draft_ptr, target_stride, draft_st
         if HAS_DRAFT and DECIDE:
             vbs = tl.arange(0, NVB)
             z_offs = (draft_row0 + rows)[:, None] * num_vblocks + vbs[None, :]
-            z_mask = slot[:, None] & (vbs < num_vblocks)[None, :]
+            # from slot 1 on: Z_1 enters no h, and one-stage launches (at most one draft) write no Z
+            z_mask = (slot & (rows >= 1))[:, None] & (vbs < num_vblocks)[None, :]
             z = tl.sum(tl.load(z_part_ptr + z_offs, mask=z_mask, other=0.0, cache_modifier=CACHE), axis=1)
         log_p = residual_logp  # log p_0 = 0
         logp_before = tl.zeros((ROWS,), tl.float32)
+        mass_wanted = rows < 0
         block_tau = tau * 0
         for s in range(0, k):
             lb_s = _pick(log_b, rows, s)
             logp_before = tl.where(rows == s, log_p, logp_before)
+            if not DECIDE:
+                # h_s <= p_s (Z_{s+1} <= p_s), so eta_s > p_s rejects slot s whatever Z_{s+1} is.
+                cannot_pass = tl.log(_pick(u, rows, s - 1)) > log_p + MASS_SKIP_MARGIN
+                mass_wanted = tl.where(rows == s, (s >= 1) & ~cannot_pass, mass_wanted)
             if DECIDE:
                 # 1 - p and 1 - b(x) from their logs: both can lie below float32's epsilon.
                 one_minus_p = one_minus_exp2(log_p * LOG2E)
@@ -208,7 +223,11 @@ def decide_request(req, num_reqs, target_ptr, draft_ptr, target_stride, draft_st
             tau = tl.where(greedy, tau, block_tau)
             residual_logp = tl.where(tau < k, _pick(logp_before, rows, tau), 0.0)
         else:
-            tl.store(logp_before_ptr + draft_row0 + rows, logp_before, mask=slot)
+            # h_g = p_g needs no Z: eta_g <= p_g makes tau = g, so no slot's mass can matter.
+            all_accepted = (k >= 1) & (tl.log(_pick(u, rows, k - 1)) + MASS_SKIP_MARGIN < log_p)
+            mass_wanted = mass_wanted & ~all_accepted
+            tl.store(logp_before_ptr + draft_row0 + rows, tl.where(mass_wanted, logp_before, MASS_SKIPPED),
+                     mask=slot)
 
     if DECIDE:
         ids = tl.where(rows < tau, x, -1)

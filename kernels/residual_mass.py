@@ -4,7 +4,8 @@
 request, with ``log p_i`` from the decide kernel's ``COMBINE`` stage. Each term is formed from the logs
 of its two sides, so it keeps float32 relative precision even when they agree to within float32's
 epsilon (near-one-hot rows). One program per (draft row, vocab block) writes a partial sum; the
-decide kernel's ``DECIDE`` stage adds the partials. Greedy requests write 0 and read nothing.
+decide kernel's ``DECIDE`` stage adds the partials. Greedy requests, and slots whose ``Z`` cannot
+change the decision (``log p_i`` stored as ``+inf``: kernels/decide.py), write 0 and read nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import triton.language as tl
 from kernels import dependent_launch, tuning
 from kernels.dependent_launch import let_next_start, wait_for_previous
 from kernels.fastmath import LOG2E, one_minus_exp2_negative
+from kernels.decide import MASS_SKIPPED
 from kernels.row_stats import NEG_INF, inverse_temperature, widen
 
 
@@ -40,42 +42,40 @@ def residual_mass_block(draft_row, vblock, num_reqs, target_ptr, draft_ptr, targ
                         z_part_ptr, num_target_rows, vocab_size, num_vblocks, BLOCK_V: tl.constexpr,
                         PDL: tl.constexpr):
     """The partial sum of ``Z`` over block ``vblock`` of draft row ``draft_row`` (module docstring);
-    ``PDL``: a dependent launch (kernels/dependent_launch.py); 16-bit logits load the draft block
-    before the wait.
+    ``PDL``: a dependent launch (kernels/dependent_launch.py), whose wait precedes every load.
 
     Two load structures, chosen by the logits' width at compile time (measured on the H200, v14):
     float32 is memory-bound and fastest with both rows loaded at once under lane masks (greedy
-    requests mask their target row off); 16-bit logits are issue-bound and fastest with unmasked
-    loads of the blocks inside the row and a branch that skips greedy requests (4-10 % faster than
-    v13's pass 2), a structure that made float32 5-9 % slower."""
+    requests and skipped slots mask them off); 16-bit logits are issue-bound and fastest with
+    unmasked loads of the blocks inside the row and a branch that skips greedy requests (4-10 %
+    faster than v13's pass 2), a structure that made float32 5-9 % slower. Until v19 16-bit logits
+    loaded their draft block before the wait; the skip needs the COMBINE stage's word first."""
     cols = vblock * BLOCK_V + tl.arange(0, BLOCK_V)
     MASKED: tl.constexpr = draft_ptr.dtype.element_ty.primitive_bitwidth == 32  # the float32 structure
-    if MASKED:
-        full = False
-        # Before both loads: between them the wait cost float32 (memory-bound) 1-2 % at large shapes
-        # (H200, v15), where 16-bit logits gain from loading their draft block before it.
-        wait_for_previous(PDL)
-    else:
-        full = (vblock + 1) * BLOCK_V <= vocab_size
-    # Issued first: the draft row does not depend on the request lookup.
-    xd = _load_block(draft_ptr + draft_row.to(tl.int64) * draft_stride, cols, vocab_size, full)
-    if not MASKED:
-        wait_for_previous(PDL)
+    # Every load waits: whether the rows are read at all is the COMBINE stage's word (log p_i).
+    wait_for_previous(PDL)
     # Clamped: rows of a wrong vouched ``cu`` may be in no request's span (their entry is stale).
     req = tl.minimum(tl.maximum(tl.load(row_req_ptr + num_target_rows + draft_row), 0), num_reqs - 1)
     target_row = draft_row + req  # target row i of the request sits at cu[r] + r + i
     temperature = tl.load(temperature_ptr + req).to(tl.float32)
+    # decide's COMBINE stage wrote it, in the small-batch launch during this one: read past L1.
+    log_p = tl.load(logp_before_ptr + draft_row, cache_modifier=".cg")
+    wanted = (temperature > 0) & (log_p < MASS_SKIPPED)
     z = 0.0
     if MASKED:
-        live = tl.where(temperature > 0, cols < vocab_size, False)  # (vector & scalar breaks the interpreter)
+        live = tl.where(wanted, cols < vocab_size, False)  # (vector & scalar breaks the interpreter)
+        xd = widen(tl.load(draft_ptr + draft_row.to(tl.int64) * draft_stride + cols, mask=live,
+                           other=NEG_INF))
         xt = widen(tl.load(target_ptr + target_row.to(tl.int64) * target_stride + cols, mask=live,
                            other=NEG_INF))
         z = _mass_sum(xt, xd, target_row, draft_row, temperature, row_max_ptr, row_log_sum_ptr,
-                      logp_before_ptr, num_target_rows)
-    elif temperature > 0:  # greedy requests read no target row and write 0
+                      tl.where(wanted, log_p, 0.0), num_target_rows)  # all lanes -inf when not wanted
+    elif wanted:  # greedy requests and skipped slots read no row and write 0
+        full = (vblock + 1) * BLOCK_V <= vocab_size
+        xd = _load_block(draft_ptr + draft_row.to(tl.int64) * draft_stride, cols, vocab_size, full)
         xt = _load_block(target_ptr + target_row.to(tl.int64) * target_stride, cols, vocab_size, full)
-        z = _mass_sum(xt, xd, target_row, draft_row, temperature, row_max_ptr, row_log_sum_ptr,
-                      logp_before_ptr, num_target_rows)
+        z = _mass_sum(xt, xd, target_row, draft_row, temperature, row_max_ptr, row_log_sum_ptr, log_p,
+                      num_target_rows)
     tl.store(z_part_ptr + draft_row * num_vblocks + vblock, z)
 
 
@@ -91,7 +91,7 @@ def _load_block(row_ptr, cols, vocab_size, full):
 
 
 @triton.jit
-def _mass_sum(xt, xd, target_row, draft_row, temperature, row_max_ptr, row_log_sum_ptr, logp_before_ptr,
+def _mass_sum(xt, xd, target_row, draft_row, temperature, row_max_ptr, row_log_sum_ptr, log_p,
               num_target_rows):
     """``sum (p b - q)_+`` over one block of target logits ``xt`` and draft logits ``xd`` (-inf where
     masked). ``log2 (p b) = (x_t - max_t) s - (log sum_t - log p) log2 e`` and
@@ -100,8 +100,7 @@ def _mass_sum(xt, xd, target_row, draft_row, temperature, row_max_ptr, row_log_s
     scale = inverse_temperature(temperature) * LOG2E
     # decide's COMBINE stage wrote these, in the small-batch launch during this one: read past L1.
     t_max = tl.load(row_max_ptr + target_row, cache_modifier=".cg")
-    t_shift = (tl.load(row_log_sum_ptr + target_row, cache_modifier=".cg")
-               - tl.load(logp_before_ptr + draft_row, cache_modifier=".cg")) * LOG2E
+    t_shift = (tl.load(row_log_sum_ptr + target_row, cache_modifier=".cg") - log_p) * LOG2E
     q_row = num_target_rows + draft_row
     q_max = tl.load(row_max_ptr + q_row, cache_modifier=".cg")
     q_shift = tl.load(row_log_sum_ptr + q_row, cache_modifier=".cg") * LOG2E
