@@ -319,6 +319,9 @@ def _launch_chunk(ws, chunk, num_reqs, geo, *, block_method, has_draft, want_log
                      geo.block_v, variant=chunk.variant, table_written=table_written, pdl=pdl)
     common = dict(block_method=block_method, has_draft=has_draft, want_logprobs=want_logprobs,
                   rows=geo.rows_pow2, nvb_pow2=geo.nvb_pow2, pdl=pdl)
+    # Z enters block verification's h_i from slot 1 on: with at most one draft per request (output
+    # width <= 2) no mass is ever wanted, so decide runs in one stage and pass 2 is not launched.
+    two_stage = two_stage and chunk.out_ids.shape[1] > 2
     launch_decide(ws, chunk, num_reqs, combine=True, decide=not two_stage, **common)
     if two_stage:
         launch_residual_mass(ws, chunk, num_reqs, geo.block_v, pdl)

@@ -14,7 +14,14 @@ import pytest
 
 import kernels
 import kernels.driver
-from tests.kernels._batches import PATH_FAMILIES, PATH_SHAPES, assert_same_outputs, make_batch, run_kernel
+from tests.kernels._batches import (
+    PATH_FAMILIES,
+    PATH_SHAPES,
+    Batch,
+    assert_same_outputs,
+    make_batch,
+    run_kernel,
+)
 
 FUSE = "SPECFUZZ_FUSE_DECIDE_MAX_REQS"
 CASES = [(method, with_draft) for method in ("token", "block") for with_draft in (True, False)]
@@ -112,3 +119,26 @@ def test_outputs_bound_before_the_check_have_the_checked_shape(lengths, tuning_e
         assert_same_outputs(separate, out, (lengths, kwargs))
         for tensor in (out[0], out[2]):
             assert tensor.shape == (len(lengths), width) and tensor.is_contiguous(), (tensor.shape, kwargs)
+
+
+@pytest.mark.parametrize("vocab,dtype", SHAPES)
+def test_block_with_single_drafts_runs_one_decide_stage(vocab, dtype, tuning_env, monkeypatch):
+    """With at most one draft per request no ``Z`` enters any ``h`` (``h_1 = p_1``), so a block
+    chunk with draft logits decides in one stage and launches no pass 2. Its requests match the same
+    requests decided in two stages beside a longer draft, bit for bit."""
+    tuning_env(FUSE, "0")
+    tuning_env("SPECFUZZ_PIPELINE", "0")
+    calls = _count_launches(monkeypatch)
+    longer = make_batch(9500, lengths=[1, 1, 0, 1, 1, 3], vocab=vocab, dtype=dtype, with_draft=True,
+                        greedy_fraction=0.2)
+    print("seed", longer.seed)
+    single = Batch(longer.seed, longer.target_logits[:9], longer.draft_logits[:4], longer.draft_token_ids[:4],
+                   longer.cu_num_draft_tokens[:6], longer.temperature[:5], longer.seeds[:5],
+                   longer.positions[:5], lengths=longer.lengths[:5])
+    one_stage = _run(single, "block")
+    assert calls == ["launch_row_stats", "launch_decide", "launch_residual_sample"], calls
+    calls.clear()
+    ids, num, logprobs = _run(longer, "block")
+    assert calls == ["launch_row_stats", "launch_decide", "launch_residual_mass", "launch_decide",
+                     "launch_residual_sample"], calls
+    assert_same_outputs((ids[:5, :2], num[:5], logprobs[:5, :2]), one_stage, "one stage vs two")
