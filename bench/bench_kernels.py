@@ -47,6 +47,9 @@ def parse_args(argv=None):
                    help="only sweep the race's block size, warps and register cap (pass 1 at its default)")
     p.add_argument("--logit-scale", type=float, default=1.0,
                    help="multiply the standard-normal logits (e.g. 30: near-one-hot vocabulary blocks)")
+    p.add_argument("--draft-data", default="uniform", choices=DRAFT_DATA,
+                   help="how drafts relate to the target (make_inputs): the share of block "
+                        "verification's second pass that runs depends on it")
     p.add_argument("--registers", action="store_true",
                    help="end with the registers and spills of every compiled kernel variant")
     args = p.parse_args(argv)
@@ -65,19 +68,50 @@ def copy_bandwidth() -> float:
     return 2 * 2**31 / (ms * 1e-3)
 
 
-def make_inputs(reqs, k, vocab, dtype, with_draft, gen, scale=1.0):
-    """Standard-normal logits times ``scale`` (draft ids uniform, temperatures in [0.5, 1.5)) on
-    ``gen``'s device."""
+DRAFT_DATA = ("uniform", "close", "every-mass")
+
+
+def make_inputs(reqs, k, vocab, dtype, with_draft, gen, scale=1.0, data="uniform"):
+    """Standard-normal logits times ``scale`` (temperatures in [0.5, 1.5)) on ``gen``'s device.
+
+    ``data`` picks the drafts, which decide how much of block verification's second pass runs
+    (kernels/decide.py skips the slots whose ``Z`` cannot change the decision):
+
+    - ``uniform``: independent target and draft logits, draft ids uniform (the grid's data, as
+      before v20, the same draws);
+    - ``close``: draft logits = target logits + 0.5 x standard normal, ids sampled from the draft
+      (point drafts: from the target): a good draft model, most slots accepted;
+    - ``every-mass``: independent logits, ids maximising ``b / q`` on every slot but the last and
+      minimising it there, so ``p_i = 1`` before the last slot and every ``Z`` is needed: the worst
+      case of the skip (point drafts: as ``uniform``).
+    """
     dev = gen.device
-    target = (torch.randn(reqs * (k + 1), vocab, device=dev, generator=gen) * scale).to(dtype)
+    if data not in DRAFT_DATA:
+        raise ValueError(f"data={data!r}: expected one of {DRAFT_DATA}")
+    rows = torch.arange(reqs * k, device=dev)
+    target_row = rows + rows // max(k, 1)  # target row j of request r sits at r * (k + 1) + j
+    # Drawn in the order of the uniform data before v20: target, draft, ids, temperatures.
+    target = torch.randn(reqs * (k + 1), vocab, device=dev, generator=gen) * scale
     draft = None
     if with_draft:
-        draft = (torch.randn(reqs * k, vocab, device=dev, generator=gen) * scale).to(dtype)
+        draft = torch.randn(reqs * k, vocab, device=dev, generator=gen) * scale
+        if data == "close":
+            draft = target[target_row] + 0.5 * draft
+    ids = torch.randint(0, vocab, (reqs * k,), device=dev, generator=gen)
+    temperature = torch.rand(reqs, device=dev, generator=gen) + 0.5
+    if data == "close" and k:
+        source = draft if with_draft else target[target_row]
+        t = temperature.repeat_interleave(k)[:, None]
+        ids = torch.multinomial(torch.softmax(source.to(dtype).float() / t, dim=1), 1, generator=gen)[:, 0]
+    if data == "every-mass" and with_draft and k:
+        gap = target[target_row].to(dtype).float() - draft.to(dtype).float()
+        last = (rows % k) == k - 1
+        ids = torch.where(last, gap.argmin(dim=1), gap.argmax(dim=1))
     return dict(
-        target_logits=target, draft_logits=draft,
-        draft_token_ids=torch.randint(0, vocab, (reqs * k,), device=dev, generator=gen),
+        target_logits=target.to(dtype), draft_logits=None if draft is None else draft.to(dtype),
+        draft_token_ids=ids,
         cu_num_draft_tokens=(torch.arange(reqs + 1, device=dev) * k).to(torch.int32),
-        temperature=torch.rand(reqs, device=dev, generator=gen) + 0.5,
+        temperature=temperature,
         seeds=torch.arange(reqs, device=dev, dtype=torch.int64),
         positions=torch.arange(reqs, device=dev, dtype=torch.int64) * 1000,
     )
@@ -100,7 +134,7 @@ def bench_one(args, reqs, k, vocab, dtype_name, method, draft_kind, copy_bw, gen
     import triton.testing
 
     dtype = DTYPES[dtype_name]
-    batch = make_inputs(reqs, k, vocab, dtype, draft_kind == "logits", gen, args.logit_scale)
+    batch = make_inputs(reqs, k, vocab, dtype, draft_kind == "logits", gen, args.logit_scale, args.draft_data)
     names = ["target_logits", "draft_logits", "draft_token_ids", "cu_num_draft_tokens", "temperature",
              "seeds", "positions"]
     call_args = [batch[n] for n in names]
