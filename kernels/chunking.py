@@ -27,10 +27,10 @@ _WORDS_PER_REQ_BLOCK = 2  # res_score, res_index (per block of the sampling race
 # Counters of the small-batch launch (kernels/fused_decide.py) after ``done``, zeroed with it by the
 # row table: the ticket (programs in start order), finished pass-1 programs, finished pass-2 programs.
 SYNC_WORDS = 3
-# tau, residual_logp, done (race blocks finished, then the pipelined launch's finished pass-1 programs:
-# ``done`` holds 2 words per request), and SYNC_WORDS charged to every request (an upper bound: a
-# chunk holds them once)
-_WORDS_PER_REQ = 4 + SYNC_WORDS
+# tau, residual_logp, done (race blocks finished, then the pipelined launch's finished pass-1 programs,
+# then the race's best score so far: ``done`` holds 3 words per request), and SYNC_WORDS charged to
+# every request (an upper bound: a chunk holds them once)
+_WORDS_PER_REQ = 5 + SYNC_WORDS
 
 
 def workspace_words(num_target_rows: int, num_drafts: int, num_reqs: int, num_vblocks: int,
@@ -111,7 +111,7 @@ class Workspace:
         rows, nvb = num_target_rows + num_drafts, num_vblocks
         f_sizes = [rows * nvb, rows * nvb, rows, rows, num_drafts * nvb, num_drafts, num_reqs * race_blocks,
                    num_reqs, rows]
-        i_sizes = [rows * nvb, rows, num_reqs * race_blocks, num_reqs, rows, 2 * num_reqs, SYNC_WORDS]
+        i_sizes = [rows * nvb, rows, num_reqs * race_blocks, num_reqs, rows, 3 * num_reqs, SYNC_WORDS]
         f_buf = torch.empty(sum(f_sizes), dtype=torch.float32, device=device)
         i_buf = torch.empty(sum(i_sizes), dtype=torch.int32, device=device)
         f = f_buf.split(f_sizes)

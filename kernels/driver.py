@@ -327,7 +327,7 @@ def _launch_chunk(ws, chunk, num_reqs, geo, *, block_method, has_draft, want_log
         launch_residual_mass(ws, chunk, num_reqs, geo.block_v, pdl)
         launch_decide(ws, chunk, num_reqs, combine=False, decide=True, **common)
     race = dict(has_draft=has_draft, want_logprobs=want_logprobs, race_block=geo.race_block,
-                race_blocks=geo.race_blocks, nvb_pow2=geo.race_pow2)
+                race_blocks=geo.race_blocks, nvb_pow2=geo.race_pow2, prune=geo.race_prune)
     if side is None:
         launch_residual_sample(ws, chunk, num_reqs, pdl=pdl, **race)
     else:  # the ALU-bound race of this part overlaps the memory-bound passes of the next part

@@ -159,7 +159,7 @@ def _small_batch_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_
                            positions_ptr, row_max_ptr, row_log_sum_ptr, tau_ptr, residual_logp_ptr,
                            res_score_ptr, res_index_ptr, done_ptr, out_ids_ptr, out_logprobs_ptr,
                            num_target_rows, vocab_size, race_blocks, out_width, HAS_DRAFT, RACE_BLOCK,
-                           WANT_LOGPROBS, RACE_NVB, 1024)
+                           WANT_LOGPROBS, RACE_NVB, 1024, False)
 
 
 def small_batch_applies(num_reqs: int, two_stage: bool, num_drafts: int) -> bool:

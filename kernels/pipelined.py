@@ -109,7 +109,7 @@ def _pipelined_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_sc
                                    seeds_ptr, positions_ptr, row_max_ptr, row_log_sum_ptr, tau_ptr,
                                    residual_logp_ptr, res_score_ptr, res_index_ptr, done_ptr, out_ids_ptr,
                                    out_logprobs_ptr, num_target_rows, vocab_size, race_blocks, out_width,
-                                   HAS_DRAFT, RACE_BLOCK, WANT_LOGPROBS, RACE_NVB, 1024)
+                                   HAS_DRAFT, RACE_BLOCK, WANT_LOGPROBS, RACE_NVB, 1024, False)
 
 
 def pipeline_applies(num_reqs: int, two_stage: bool) -> bool:

@@ -67,7 +67,7 @@ def _mul_wide(a, m: tl.constexpr):
 
 
 @triton.jit
-def _philox_words(seed, quad, position, stream: tl.constexpr):
+def philox_words(seed, quad, position, stream: tl.constexpr):
     """The four Philox words of counter ``(quad, pos lo, pos hi, stream)``; shape of ``quad``.
 
     ``triton.language.random.philox(seed, ...)`` with its default 10 rounds, written out so that each
@@ -99,7 +99,7 @@ def philox_uniform(seed, vocab_index, position, stream: tl.constexpr):
 
     ``seed`` and ``position`` are int64 scalars or blocks (reinterpreted as uint64).
     """
-    bits, _, _, _ = _philox_words(seed, vocab_index, position, stream)
+    bits, _, _, _ = philox_words(seed, vocab_index, position, stream)
     return uniform_from_bits(bits)
 
 
@@ -111,7 +111,7 @@ def sampling_uniforms_block(seed, first_col, position, stream: tl.constexpr, BLO
     interleaved so that index ``v`` gets word ``v & 3`` of quad ``v >> 2``.
     """
     quads = first_col // 4 + tl.arange(0, BLOCK // 4)
-    w0, w1, w2, w3 = _philox_words(seed, quads, position, stream)
+    w0, w1, w2, w3 = philox_words(seed, quads, position, stream)
     bits = tl.reshape(tl.join(tl.join(w0, w2), tl.join(w1, w3)), (BLOCK,))
     return uniform_from_bits(bits)
 

@@ -26,6 +26,13 @@ instructions per element): blocks inside the row load without a mask, a bonus ro
 load and the positive part (a program-wide branch), ``log p_tau`` is folded into the row's log sum,
 scores are NaN-free by construction instead of by an extra select, one reduction gives the best score
 and its lowest index, and bf16 is widened by a shift (``row_stats.widen``).
+
+Large chunks prune (v21, ``tuning.race_prune``): each block stores bounds of its best score instead
+of racing (``_block_bounds``: ``log2 u`` stands in for ``log2 E``), and the request's last block
+races exactly, with the code above, only the blocks whose upper bound reaches the best lower bound
+(``_race_candidates``), about one per request. The results are the same bit for bit; the time saved
+is small (docs/kernels.md, v21), because the Philox words, which the bounds still need for every
+column, are a large part of the race.
 """
 
 from __future__ import annotations
@@ -41,6 +48,13 @@ from kernels.randomness import SAMPLE_STREAM, log2_exponential_from_uniform, sam
 from kernels.row_stats import inverse_temperature, log2_prob, log_prob, request_span, widen
 
 NEG_INF = tl.constexpr(float("-inf"))
+# The pruned race (``_block_bounds``): an upper bound above the block's largest weight by more than
+# SERIES_BITS (log2) is attained at a column with u < 1/8, whose score is at most SERIES_SLACK below
+# it (log2 of the series' 1.07 is 0.096); PRUNE_* make ``score_slack``.
+SERIES_BITS = tl.constexpr(3.0 + 2.0 ** -10)
+SERIES_SLACK = tl.constexpr(0.125)
+PRUNE_MARGIN = tl.constexpr(2.0 ** -10)
+PRUNE_RELATIVE = tl.constexpr(2.0 ** -18)
 
 
 @triton.jit
@@ -64,12 +78,17 @@ def log2_positive_part(a, log_q):
 
 
 @triton.jit
+def _race_uniforms(seed, first_col, position, BLOCK: tl.constexpr):
+    """The sampling uniforms of columns ``first_col + [0, BLOCK)`` of the raced row."""
+    return sampling_uniforms_block(seed, first_col, position, SAMPLE_STREAM, BLOCK)
+
+
+@triton.jit
 def _log2_noise(seed, first_col, position, BLOCK: tl.constexpr):
     """``log2 E`` of columns ``first_col + [0, BLOCK)``. Each branch of the race computes it after its
     loads: hoisted above them (common code of both branches), it stayed live across the branch and
     raised the race kernel from ~77 to ~95 registers (sm_90, offline)."""
-    return log2_exponential_from_uniform(sampling_uniforms_block(seed, first_col, position, SAMPLE_STREAM,
-                                                                 BLOCK))
+    return log2_exponential_from_uniform(_race_uniforms(seed, first_col, position, BLOCK))
 
 
 @triton.jit
@@ -120,6 +139,150 @@ def _block_race(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t, a_l
     return tl.max(scores, axis=0, return_indices=True, return_indices_tie_break_left=True)
 
 
+@triton.jit
+def ordered_key(score):
+    """A float32 score as an int32 whose signed order is the scores' order (NaN excluded), so that an
+    integer ``atomic_max`` keeps a running maximum of scores."""
+    bits = score.to(tl.int32, bitcast=True)
+    return bits ^ ((bits >> 31) & 0x7FFFFFFF)
+
+
+@triton.jit
+def score_of_key(key):
+    """The inverse of ``ordered_key`` (the map is an involution on the bits)."""
+    return (key ^ ((key >> 31) & 0x7FFFFFFF)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def score_slack(score):
+    """A few float32 roundings of scores of magnitude ``|score|`` (tiny temperatures make scores of
+    1e5 and more), the same expression compiled in two kernels, and the hardware ``log2``'s error
+    (about 2^-22 each), with room to spare. ``inf`` for ``score = -inf``."""
+    return PRUNE_MARGIN + (tl.abs(score) + 64.0) * PRUNE_RELATIVE
+
+
+@triton.jit
+def _block_bounds(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t, a_log_sum, q_max, q_log_sum,
+                  rejected, excluded, seed, position, HAS_DRAFT: tl.constexpr, FULL: tl.constexpr,
+                  BLOCK: tl.constexpr):
+    """``(upper, lower)``: bounds of the best race score of one block of a sampled request's race.
+
+    The weights ``log2 w`` are ``_block_race``'s expressions (residual, bonus or point-mass) and
+    ``u <= E = -log1p(-u) <= u / (1 - u)`` (the race's float32 ``E`` keeps both to within its error).
+    So ``upper = max (log2 w - log2 u)`` bounds every score of the block from above, for one ``log2``
+    per column where a score costs the polynomial, two logs and a select more. ``lower`` is a score
+    some column reaches at least: when ``upper`` exceeds the block's largest weight by more than
+    ``SERIES_BITS``, the column attaining it has ``u < 1/8``, where ``E <= 1.07 u``, so ``upper -
+    SERIES_SLACK``; otherwise (a block dominated by a few large weights) ``max (log2 w - log2 u +
+    log2(1 - u))``, one more ``log2`` per column. Both are exact bounds up to float32 error, which the
+    callers' ``score_slack`` covers.
+    """
+    cols = first_col + tl.arange(0, BLOCK)
+    xt = _load_block(t_row_ptr, cols, vocab_size, FULL)
+    a = log2_prob(xt, row_max, inv_t, a_log_sum)
+    if HAS_DRAFT:
+        if rejected:
+            xd = _load_block(q_row_ptr, cols, vocab_size, FULL)
+            log_w = log2_positive_part(a, log2_prob(xd, q_max, inv_t, q_log_sum))
+        else:
+            log_w = _no_nan(a)
+    else:
+        log_w = _no_nan(a)
+        if (excluded >= first_col) & (excluded < first_col + BLOCK):  # one block holds the rejected token
+            log_w = tl.where(cols == excluded, NEG_INF, log_w)
+    u = _race_uniforms(seed, first_col, position, BLOCK)
+    upper_scores = log_w - fast_log2(u)
+    upper = tl.max(upper_scores, axis=0)
+    if upper > tl.max(log_w, axis=0) + SERIES_BITS:
+        lower = upper - SERIES_SLACK
+    else:
+        lower = tl.max(upper_scores + fast_log2(1.0 - u), axis=0)
+    return upper, lower
+
+
+@triton.jit
+def _race_request(req, num_reqs, target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr, cu_ptr,
+                  temperature_ptr, seeds_ptr, positions_ptr, row_max_ptr, row_log_sum_ptr, tau_ptr,
+                  residual_logp_ptr, num_target_rows, out_width, HAS_DRAFT: tl.constexpr):
+    """What every race block of sampled request ``req`` needs: ``(inv_t, target row pointer, draft row
+    pointer, row_max, a_log_sum, q_max, q_log_sum, rejected, excluded, seed, position of row tau, first
+    draft row)``.
+    What decide wrote (``tau``, ``log p_tau``, the row statistics) is read past L1 (``.cg``): in the
+    small-batch launch (kernels/fused_decide.py) another program wrote it during the same launch."""
+    draft_row0, k = request_span(cu_ptr, req, num_target_rows - num_reqs, out_width - 1)
+    inv_t = inverse_temperature(tl.load(temperature_ptr + req).to(tl.float32))
+    tau = tl.load(tau_ptr + req, cache_modifier=".cg")
+    bonus = tau >= k
+    target_row = draft_row0 + req + tau
+    t_row_ptr = target_ptr + target_row.to(tl.int64) * target_stride
+    row_max = tl.load(row_max_ptr + target_row, cache_modifier=".cg")
+    a_log_sum = (tl.load(row_log_sum_ptr + target_row, cache_modifier=".cg")
+                 - tl.load(residual_logp_ptr + req, cache_modifier=".cg"))
+    rejected = ~bonus
+    excluded = -1
+    q_row_ptr = t_row_ptr
+    q_max = row_max
+    q_log_sum = a_log_sum
+    if HAS_DRAFT:
+        q_row = num_target_rows + draft_row0 + tau
+        q_row_ptr = draft_ptr + (draft_row0 + tau).to(tl.int64) * draft_stride
+        q_max = tl.load(row_max_ptr + q_row, mask=rejected, other=0.0, cache_modifier=".cg")
+        q_log_sum = tl.load(row_log_sum_ptr + q_row, mask=rejected, other=0.0, cache_modifier=".cg")
+    else:
+        excluded = tl.load(draft_ids_ptr + draft_row0 + tau, mask=rejected, other=-1)
+    seed = tl.load(seeds_ptr + req)
+    position_tau = tl.load(positions_ptr + req) + tau
+    return (inv_t, t_row_ptr, q_row_ptr, row_max, a_log_sum, q_max, q_log_sum, rejected, excluded, seed,
+            position_tau, draft_row0)
+
+
+@triton.jit
+def _race_block_exact(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t, a_log_sum, q_max,
+                      q_log_sum, rejected, excluded, seed, position, HAS_DRAFT: tl.constexpr,
+                      BLOCK: tl.constexpr):
+    """``_block_race`` with the full-block test: ``(best score, its column)``."""
+    if first_col + BLOCK <= vocab_size:
+        best, index = _block_race(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t, a_log_sum,
+                                  q_max, q_log_sum, rejected, excluded, seed, position, HAS_DRAFT, True,
+                                  BLOCK)
+    else:
+        best, index = _block_race(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t, a_log_sum,
+                                  q_max, q_log_sum, rejected, excluded, seed, position, HAS_DRAFT, False,
+                                  BLOCK)
+    return best, index + first_col
+
+
+@triton.jit
+def _race_candidates(req, num_reqs, t_row_ptr, q_row_ptr, vocab_size, row_max, inv_t, a_log_sum, q_max,
+                     q_log_sum, rejected, excluded, seed, position, res_score_ptr, done_ptr, num_blocks,
+                     HAS_DRAFT: tl.constexpr, BLOCK: tl.constexpr, NVB: tl.constexpr):
+    """The pruned race's result ``(best score, its column)`` for request ``req``, run by its last block
+    to finish: every block has stored its upper bound and raised the request's proven score. Only
+    blocks whose upper bound reaches the proven score (less ``score_slack``) can hold the winner or a
+    tie with it; they race exactly, in increasing order (ties go to the lowest column, as in the
+    unpruned combine). A proven score of ``-inf`` means every weight is 0 (an empty residual): no block
+    races and the caller's fallback runs."""
+    proven = score_of_key(tl.load(done_ptr + 2 * num_reqs + req, cache_modifier=".cg"))
+    vbs = tl.arange(0, NVB)
+    uppers = tl.load(res_score_ptr + req * num_blocks + vbs, mask=vbs < num_blocks, other=NEG_INF,
+                     cache_modifier=".cg")
+    # -inf: nothing proven, no block races. +inf (only from +inf weights, which finite logits and
+    # statistics never give): every block races, as the unpruned race would.
+    limit = tl.where(proven > NEG_INF, proven - score_slack(proven), float("inf"))
+    candidate = uppers >= tl.where(proven == float("inf"), NEG_INF, limit)
+    best = tl.full((), NEG_INF, tl.float32)
+    token = tl.full((), 0, tl.int32)
+    vblock = tl.min(tl.where(candidate, vbs, NVB), axis=0)
+    while vblock < num_blocks:
+        score, column = _race_block_exact(t_row_ptr, q_row_ptr, vblock * BLOCK, vocab_size, row_max, inv_t,
+                                          a_log_sum, q_max, q_log_sum, rejected, excluded, seed, position,
+                                          HAS_DRAFT, BLOCK)
+        token = tl.where(score > best, column, token)
+        best = tl.maximum(score, best)
+        vblock = tl.min(tl.where(candidate & (vbs > vblock), vbs, NVB), axis=0)
+    return best, token
+
+
 @tuning.launch_jit(
     counts=("num_target_rows", "num_blocks", "out_width"),
     small_pointers=("draft_ids_ptr", "cu_ptr", "temperature_ptr", "seeds_ptr", "positions_ptr", "row_max_ptr",
@@ -130,7 +293,8 @@ def _race_blocks_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draf
                         tau_ptr, residual_logp_ptr, res_score_ptr, res_index_ptr, done_ptr,
                         out_ids_ptr, out_logprobs_ptr, num_target_rows, vocab_size, num_blocks, out_width,
                         HAS_DRAFT: tl.constexpr, BLOCK_V: tl.constexpr, WANT_LOGPROBS: tl.constexpr,
-                        NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr, PDL: tl.constexpr):
+                        NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr, PRUNE: tl.constexpr,
+                        PDL: tl.constexpr):
     # A dependent launch (kernels/dependent_launch.py) gains the launch and the last wave of decide;
     # what the race reads before its scores depends on decide's tau.
     let_next_start(PDL)
@@ -139,7 +303,7 @@ def _race_blocks_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draf
                        target_stride, draft_stride, draft_ids_ptr, cu_ptr, temperature_ptr, seeds_ptr,
                        positions_ptr, row_max_ptr, row_log_sum_ptr, tau_ptr, residual_logp_ptr, res_score_ptr,
                        res_index_ptr, done_ptr, out_ids_ptr, out_logprobs_ptr, num_target_rows, vocab_size,
-                       num_blocks, out_width, HAS_DRAFT, BLOCK_V, WANT_LOGPROBS, NVB, FALLBACK_BLOCK)
+                       num_blocks, out_width, HAS_DRAFT, BLOCK_V, WANT_LOGPROBS, NVB, FALLBACK_BLOCK, PRUNE)
 
 
 @triton.jit
@@ -148,70 +312,71 @@ def race_block_program(req, vblock, num_reqs, target_ptr, draft_ptr, target_stri
                        row_log_sum_ptr, tau_ptr, residual_logp_ptr, res_score_ptr, res_index_ptr, done_ptr,
                        out_ids_ptr, out_logprobs_ptr, num_target_rows, vocab_size, num_blocks, out_width,
                        HAS_DRAFT: tl.constexpr, BLOCK_V: tl.constexpr, WANT_LOGPROBS: tl.constexpr,
-                       NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr):
+                       NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr, PRUNE: tl.constexpr):
     """Block ``vblock`` of request ``req``'s race, and the request's emit when it is the last block
-    to finish. What decide wrote (``tau``, ``log p_tau``, the row statistics) is read past L1
-    (``.cg``): in the small-batch launch (kernels/fused_decide.py) another program wrote it during
-    the same launch."""
-    draft_row0, k = request_span(cu_ptr, req, num_target_rows - num_reqs, out_width - 1)
-    temperature = tl.load(temperature_ptr + req).to(tl.float32)
+    to finish. ``PRUNE``: a block stores only bounds of its best score (``_block_bounds``: about
+    two thirds of the race's work), and the last block races exactly the few blocks whose upper bound
+    reaches the best lower bound (``_race_candidates``). The winner's block always races, with the
+    code of the unpruned race, so the result is the same bit for bit."""
     # Greedy requests: decide wrote their output, so their programs do nothing (not even count).
-    if temperature > 0:
-        inv_t = inverse_temperature(temperature)
-        tau = tl.load(tau_ptr + req, cache_modifier=".cg")
-        bonus = tau >= k
-        target_row = draft_row0 + req + tau
-        t_row_ptr = target_ptr + target_row.to(tl.int64) * target_stride
-        row_max = tl.load(row_max_ptr + target_row, cache_modifier=".cg")
-        a_log_sum = (tl.load(row_log_sum_ptr + target_row, cache_modifier=".cg")
-                     - tl.load(residual_logp_ptr + req, cache_modifier=".cg"))
-        rejected = ~bonus
-        excluded = -1
-        q_row_ptr = t_row_ptr
-        q_max = row_max
-        q_log_sum = a_log_sum
-        if HAS_DRAFT:
-            q_row = num_target_rows + draft_row0 + tau
-            q_row_ptr = draft_ptr + (draft_row0 + tau).to(tl.int64) * draft_stride
-            q_max = tl.load(row_max_ptr + q_row, mask=rejected, other=0.0, cache_modifier=".cg")
-            q_log_sum = tl.load(row_log_sum_ptr + q_row, mask=rejected, other=0.0, cache_modifier=".cg")
-        else:
-            excluded = tl.load(draft_ids_ptr + draft_row0 + tau, mask=rejected, other=-1)
-        seed = tl.load(seeds_ptr + req)
-        position_tau = tl.load(positions_ptr + req) + tau
+    if tl.load(temperature_ptr + req).to(tl.float32) > 0:
+        (inv_t, t_row_ptr, q_row_ptr, row_max, a_log_sum, q_max, q_log_sum, rejected, excluded, seed,
+         position, draft_row0) = _race_request(req, num_reqs, target_ptr, draft_ptr, target_stride,
+                                               draft_stride, draft_ids_ptr, cu_ptr, temperature_ptr,
+                                               seeds_ptr, positions_ptr, row_max_ptr, row_log_sum_ptr,
+                                               tau_ptr, residual_logp_ptr, num_target_rows, out_width,
+                                               HAS_DRAFT)
         first_col = vblock * BLOCK_V
-        if first_col + BLOCK_V <= vocab_size:
-            best, index = _block_race(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t, a_log_sum,
-                                      q_max, q_log_sum, rejected, excluded, seed, position_tau,
-                                      HAS_DRAFT, True, BLOCK_V)
-        else:
-            best, index = _block_race(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t, a_log_sum,
-                                      q_max, q_log_sum, rejected, excluded, seed, position_tau,
-                                      HAS_DRAFT, False, BLOCK_V)
         out = req * num_blocks + vblock
-        tl.store(res_score_ptr + out, best)
-        tl.store(res_index_ptr + out, index + first_col)
+        if PRUNE:
+            if first_col + BLOCK_V <= vocab_size:
+                upper, lower = _block_bounds(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t,
+                                             a_log_sum, q_max, q_log_sum, rejected, excluded, seed, position,
+                                             HAS_DRAFT, True, BLOCK_V)
+            else:
+                upper, lower = _block_bounds(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t,
+                                             a_log_sum, q_max, q_log_sum, rejected, excluded, seed, position,
+                                             HAS_DRAFT, False, BLOCK_V)
+            tl.store(res_score_ptr + out, upper)
+            lower = lower - score_slack(lower)
+            if lower > NEG_INF:
+                tl.atomic_max(done_ptr + 2 * num_reqs + req, ordered_key(lower), sem="relaxed")
+        else:
+            best, index = _race_block_exact(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t,
+                                            a_log_sum, q_max, q_log_sum, rejected, excluded, seed, position,
+                                            HAS_DRAFT, BLOCK_V)
+            tl.store(res_score_ptr + out, best)
+            tl.store(res_index_ptr + out, index)
         # The request's last block to finish combines all of them (one launch fewer than a separate
-        # combine kernel). acq_rel: the partials stored before each earlier block's increment are
-        # visible after this one's; the counters are zeroed by the row-table launch at the start of
-        # the chunk.
+        # combine kernel). acq_rel: the partials (and the proven score) stored before each earlier
+        # block's increment are visible after this one's; the counters are zeroed by the row-table
+        # launch at the start of the chunk.
         tl.debug_barrier()
         finished = tl.atomic_add(done_ptr + req, 1, sem="acq_rel")
         if finished == num_blocks - 1:
+            best = tl.full((), NEG_INF, tl.float32)
+            token = tl.full((), 0, tl.int32)
+            if PRUNE:
+                best, token = _race_candidates(req, num_reqs, t_row_ptr, q_row_ptr, vocab_size, row_max,
+                                               inv_t, a_log_sum, q_max, q_log_sum, rejected, excluded, seed,
+                                               position, res_score_ptr, done_ptr, num_blocks, HAS_DRAFT,
+                                               BLOCK_V, NVB)
             emit_request(req, target_ptr, target_stride, draft_row0 + req, temperature_ptr, seeds_ptr,
                          positions_ptr, row_max_ptr, row_log_sum_ptr, tau_ptr, res_score_ptr, res_index_ptr,
-                         out_ids_ptr, out_logprobs_ptr, out_width, vocab_size, num_blocks, WANT_LOGPROBS, NVB,
-                         FALLBACK_BLOCK)
+                         out_ids_ptr, out_logprobs_ptr, out_width, vocab_size, num_blocks, best, token,
+                         WANT_LOGPROBS, NVB, FALLBACK_BLOCK, PRUNE)
 
 
 @triton.jit
 def emit_request(req, target_ptr, target_stride, target_row0, temperature_ptr, seeds_ptr, positions_ptr,
                  row_max_ptr, row_log_sum_ptr, tau_ptr, res_score_ptr, res_index_ptr,
-                 out_ids_ptr, out_logprobs_ptr, out_width, vocab_size, num_blocks,
-                 WANT_LOGPROBS: tl.constexpr, NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr):
+                 out_ids_ptr, out_logprobs_ptr, out_width, vocab_size, num_blocks, pruned_best, pruned_token,
+                 WANT_LOGPROBS: tl.constexpr, NVB: tl.constexpr, FALLBACK_BLOCK: tl.constexpr,
+                 PRUNED: tl.constexpr):
     """Pass B for request ``req`` (first target row ``target_row0``): the lowest-index best of its
-    block partials (or the fallback race when all are ``-inf``), written with its logprob.
-    Partials are read past L1 (``.cg``): other programs wrote them during this launch."""
+    block partials (``PRUNED``: ``pruned_best`` at ``pruned_token``, from ``_race_candidates``), or
+    the fallback race when that is ``-inf``, written with its logprob. Partials are read past L1
+    (``.cg``): other programs wrote them during this launch."""
     temperature = tl.load(temperature_ptr + req).to(tl.float32)
     sampled = temperature > 0
     inv_t = inverse_temperature(temperature)
@@ -220,13 +385,17 @@ def emit_request(req, target_ptr, target_stride, target_row0, temperature_ptr, s
     row_max = tl.load(row_max_ptr + target_row, cache_modifier=".cg")
     row_log_sum = tl.load(row_log_sum_ptr + target_row, cache_modifier=".cg")
 
-    vbs = tl.arange(0, NVB)
-    scores = tl.load(res_score_ptr + req * num_blocks + vbs, mask=vbs < num_blocks, other=NEG_INF,
-                     cache_modifier=".cg")
-    best = tl.max(scores, axis=0)
-    first = tl.min(tl.where(scores == best, vbs, NVB), axis=0)
-    token = tl.load(res_index_ptr + req * num_blocks + first, mask=first < num_blocks, other=0,
-                    cache_modifier=".cg")
+    if PRUNED:
+        best = pruned_best
+        token = pruned_token
+    else:
+        vbs = tl.arange(0, NVB)
+        scores = tl.load(res_score_ptr + req * num_blocks + vbs, mask=vbs < num_blocks, other=NEG_INF,
+                         cache_modifier=".cg")
+        best = tl.max(scores, axis=0)
+        first = tl.min(tl.where(scores == best, vbs, NVB), axis=0)
+        token = tl.load(res_index_ptr + req * num_blocks + first, mask=first < num_blocks, other=0,
+                        cache_modifier=".cg")
     if sampled & (best == NEG_INF):  # empty residual: race over the target row instead
         seed = tl.load(seeds_ptr + req)
         position = tl.load(positions_ptr + req) + tau
@@ -260,7 +429,9 @@ def race_block_size(num_reqs: int, vocab_size: int, block_v: int) -> int:
 
 
 def launch_residual_sample(ws, batch, num_reqs, *, has_draft, want_logprobs, race_block, race_blocks,
-                           nvb_pow2, pdl=False):
+                           nvb_pow2, prune=False, pdl=False):
+    """The race of a chunk (``prune``: bounds first, exact races only where they cannot rule a block
+    out; the same results bit for bit, ``race_block_program``)."""
     draft = batch.draft_logits if has_draft else batch.target_logits
     out_logprobs = batch.out_logprobs if want_logprobs else batch.out_num
     _race_blocks_kernel[(num_reqs, race_blocks)](
@@ -269,6 +440,6 @@ def launch_residual_sample(ws, batch, num_reqs, *, has_draft, want_logprobs, rac
         ws.tau, ws.residual_logp, ws.res_score, ws.res_index, ws.done, batch.out_ids, out_logprobs,
         batch.target_logits.shape[0], batch.target_logits.shape[1], race_blocks, batch.out_ids.shape[1],
         HAS_DRAFT=has_draft, BLOCK_V=race_block, WANT_LOGPROBS=want_logprobs, NVB=nvb_pow2,
-        FALLBACK_BLOCK=1024, num_warps=tuning.race_warps(race_block), variant=batch.variant,
+        FALLBACK_BLOCK=1024, PRUNE=prune, num_warps=tuning.race_warps(race_block), variant=batch.variant,
         **tuning.race_register_cap(race_block), **dependent_launch.options(pdl),
     )

@@ -29,6 +29,8 @@ NEG_INF = tl.constexpr(float("-inf"))
 STREAM = tl.constexpr("evict_first")
 TABLE_BLOCK = 32  # rows of the row table one store covers
 SYNC_WORDS = tl.constexpr(chunking.SYNC_WORDS)
+# ``residual_sample.ordered_key(-inf)``: a request's race best score before any block finishes
+RACE_BEST_UNSET = tl.constexpr(-2139095041)
 
 
 @triton.jit
@@ -67,10 +69,12 @@ def write_row_table(req, cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, do
                     num_target_rows, num_reqs, BLOCK: tl.constexpr):
     """Request ``req``'s rows of the row table: ``scale = 1/T`` (``-1`` marks a greedy row) and the
     request index. Also zeroes the request's counters of finished race blocks (``residual_sample``)
-    and of finished pass-1 programs (``done[num_reqs + req]``, kernels/pipelined.py), and request 0
+    and of finished pass-1 programs (``done[num_reqs + req]``, kernels/pipelined.py), resets its race's
+    best score so far (``done[2 * num_reqs + req]``, the race's pruning) to -inf, and request 0 zeroes
     the small-batch launch's counters that follow them (``chunking.SYNC_WORDS``)."""
     tl.store(done_ptr + req, 0)
     tl.store(done_ptr + num_reqs + req, 0)
+    tl.store(done_ptr + 2 * num_reqs + req, RACE_BEST_UNSET)
     if req == 0:
         sync = tl.arange(0, 4)
         tl.store(sync_ptr + sync, 0 * sync, mask=sync < SYNC_WORDS)

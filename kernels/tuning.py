@@ -6,6 +6,8 @@ block). ``SPECFUZZ_BLOCK_V``, ``SPECFUZZ_STATS_WARPS``, ``SPECFUZZ_RACE_WARPS``,
 in one launch) and ``SPECFUZZ_CALL_PLANS=0`` (no per-layout call plans, kernels/call_plan.py)
 override them;
 ``SPECFUZZ_PDL=0`` turns programmatic dependent launches off (kernels/dependent_launch.py);
+``SPECFUZZ_RACE_PRUNE`` (``auto``, ``0``, ``1``) sets whether the race skips blocks that cannot hold
+its winner (``race_prune``; the same results bit for bit either way);
 ``SPECFUZZ_TEST_TABLE_DELAY_NS`` (tests only) holds the row table that long before it writes, with
 dependent launches on, so that a test can see a pass 1 that reads the table before its wait;
 ``SPECFUZZ_PASS1_TAIL`` picks how pass 1 keeps a near-one-hot block's tail (``branch``, the default,
@@ -38,6 +40,7 @@ class Knobs:
     pipeline_maxnreg: int
     pipeline_p1_blocks: int
     pdl: bool
+    race_prune: str
     table_delay_ns: int  # test-only (SPECFUZZ_TEST_TABLE_DELAY_NS, kernels/dependent_launch.hold)
 
 
@@ -73,8 +76,11 @@ def refresh() -> Knobs:
         pipeline_maxnreg=int(env.get("SPECFUZZ_PIPELINE_MAXNREG", PIPELINE_MAXNREG)),
         pipeline_p1_blocks=max(1, int(env.get("SPECFUZZ_PIPELINE_P1_BLOCKS", PIPELINE_P1_BLOCKS))),
         pdl=env.get("SPECFUZZ_PDL", "1") != "0",
+        race_prune=env.get("SPECFUZZ_RACE_PRUNE", "auto"),
         table_delay_ns=max(0, int(env.get("SPECFUZZ_TEST_TABLE_DELAY_NS", 0))),
     )
+    if knobs_read.race_prune not in ("auto", "0", "1"):
+        raise ValueError(f"SPECFUZZ_RACE_PRUNE={knobs_read.race_prune!r}: expected auto, 0 or 1")
     if knobs_read.pass1_tail not in PASS1_TAILS:
         raise ValueError(f"SPECFUZZ_PASS1_TAIL={knobs_read.pass1_tail!r}: expected one of {PASS1_TAILS}")
     _knobs = knobs_read
@@ -124,6 +130,26 @@ def race_register_cap(block: int) -> dict:
     if cap < 0:
         cap = RACE_MAXNREG if block >= 1024 else RACE_MAXNREG_SMALL_BLOCK
     return _maxnreg(cap)
+
+
+# The race of a chunk with at least this many raced entries (requests x V) is pruned: each block
+# computes bounds of its scores, and the request's last block races only the blocks the bounds cannot
+# rule out (residual_sample.race_block_program). The race is bound by its Philox integer work, which
+# the bounds keep, so pruning saves only the floating-point part: on the H200 (docs/kernels.md, v21)
+# the race took 0.88-0.95x the time at 512 x 262144 and 0.93-0.99x at 128 x 262144, but 1.03-1.12x
+# at 512 x 32000, where the last block's serial races weigh more.
+RACE_PRUNE_MIN_ENTRIES = 1 << 25
+
+
+def race_prune(raced_entries: int) -> bool:
+    """Whether a chunk's race is pruned (``SPECFUZZ_RACE_PRUNE``: ``1`` always, ``0`` never, ``auto``:
+    from ``RACE_PRUNE_MIN_ENTRIES`` raced entries on, and always under the interpreter, so that the
+    CPU tests run the pruned path). Only the race launch prunes; the single launch of small chunks and
+    the pipelined launch never do."""
+    setting = knobs().race_prune
+    if setting != "auto":
+        return setting == "1"
+    return kernels._device.INTERPRETING or raced_entries >= RACE_PRUNE_MIN_ENTRIES
 
 
 # Chunks of at most this many requests run the decide stages inside the passes before them

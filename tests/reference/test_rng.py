@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 import kernels._device  # noqa: F401  (selects the interpreter before triton is imported)
-from kernels.randomness import _philox_words, log2_exponential_from_uniform
+from kernels.randomness import log2_exponential_from_uniform, philox_words
 from reference import rng
 
 SEED = 20261129
@@ -61,7 +61,7 @@ def _kernel_words_kernel(seed_ptr, quad_ptr, position_ptr, out_ptr, n, STREAM: t
     seed = tl.load(seed_ptr + offs, mask=mask, other=0)
     quad = tl.load(quad_ptr + offs, mask=mask, other=0)
     position = tl.load(position_ptr + offs, mask=mask, other=0)
-    w0, w1, w2, w3 = _philox_words(seed, quad, position, STREAM)
+    w0, w1, w2, w3 = philox_words(seed, quad, position, STREAM)
     tl.store(out_ptr + 4 * offs + 0, w0.to(tl.int32, bitcast=True), mask=mask)
     tl.store(out_ptr + 4 * offs + 1, w1.to(tl.int32, bitcast=True), mask=mask)
     tl.store(out_ptr + 4 * offs + 2, w2.to(tl.int32, bitcast=True), mask=mask)
