@@ -281,12 +281,58 @@ def close_draft_block_case(dtype: torch.dtype) -> Case:
     return case
 
 
+# Bound order against score order (V = 8192, six requests with no drafts, so the race is over the
+# bonus row): two tokens hold the row's mass, the winner W at a high column and the runner-up L at a
+# low one. Both uniforms are below 1/8 (u_W < 0.01, 0.07 < u_L < 0.115), and the weights are chosen
+# so that W wins the race (w / E) while L has the larger w / u: the upper bound a race that skips
+# vocabulary blocks may rank blocks by (E >= u, and E / u grows with u). A kernel that skips W's
+# block because L's bound is higher, that takes L's bound for a score L reaches, or that stops at
+# the first block it cannot rule out (L's, the lower column), emits L. Every other token sits 40
+# nats below. Six requests: more than our kernels' small-batch launch takes (kernels/tuning.py
+# FUSE_DECIDE_MAX_REQS), so the chunk runs the race launch that prunes.
+RACE_ORDER_VOCAB, RACE_ORDER_WINNER, RACE_ORDER_LOSER, RACE_ORDER_REQUESTS = 8192, 8000, 100, 6
+
+
+def _sampling_uniform(seeds: np.ndarray, column: int) -> np.ndarray:
+    """Position-0 sampling uniform of vocabulary index ``column`` for each seed (interfaces.md 1)."""
+    from reference import rng
+
+    words = rng.philox4x32(seeds, column >> 2, 0, 0, rng.SAMPLE_STREAM)
+    return rng.uniform_from_bits(words[column & 3]).astype(np.float64)
+
+
+@functools.lru_cache(maxsize=1)
+def race_order_design() -> tuple[tuple[int, float], ...]:
+    """``(seed, log (w_L / w_W))`` per request: the first seeds with ``u_W < 0.01`` and ``0.07 < u_L <
+    0.115``, and a weight ratio halfway (geometrically) between ``u_L / u_W`` and ``E_L / E_W``, so
+    the race and the bound disagree both ways by about 0.02 nats or more."""
+    seeds = np.arange(1 << 16, dtype=np.int64)
+    u_win, u_lose = _sampling_uniform(seeds, RACE_ORDER_WINNER), _sampling_uniform(seeds, RACE_ORDER_LOSER)
+    picked = np.flatnonzero((u_win < 0.01) & (u_lose > 0.07) & (u_lose < 0.115))[:RACE_ORDER_REQUESTS]
+    if picked.size < RACE_ORDER_REQUESTS:
+        raise RuntimeError("no seeds found for the race-order case")
+    e_win, e_lose = -np.log1p(-u_win[picked]), -np.log1p(-u_lose[picked])
+    log_ratio = 0.5 * (np.log(u_lose[picked] / u_win[picked]) + np.log(e_lose / e_win))
+    return tuple((int(seed), float(r)) for seed, r in zip(seeds[picked], log_ratio, strict=True))
+
+
+def race_order_case(method: str) -> Case:
+    """The design above: the oracle emits W for every request; ranking blocks by bound emits L."""
+    design = race_order_design()
+    target = np.full((len(design), RACE_ORDER_VOCAB), -40.0)
+    target[:, RACE_ORDER_WINNER] = 0.0
+    target[:, RACE_ORDER_LOSER] = [log_ratio for _, log_ratio in design]
+    seeds = [seed for seed, _ in design]
+    return _case(target, np.zeros((0, RACE_ORDER_VOCAB)), [], [0] * len(design), seeds, method,
+                 "crafted: race winner whose bound w / u is below the runner-up's, in a later block")
+
+
 def crafted_cases(methods, dtypes=frozenset({torch.float32})) -> list[Case]:
     """The crafted coupled cases that apply to a kernel claiming ``methods`` and logit ``dtypes``."""
     methods = sorted(methods)
     if not methods:
         return []
-    cases = [tiny_uniform_case(methods[0])]
+    cases = [tiny_uniform_case(methods[0]), race_order_case(methods[0])]
     if "token" in methods:
         cases += [empty_residual_case(), shared_mode_case(), ulp_mode_case(), deep_tail_case()]
     if "block" in methods:

@@ -450,6 +450,27 @@ CATALOGUE: tuple[Mutant, ...] = (
         "each vocab block reports its worst residual score (and that score's index) instead of its best",
         (COUPLED,),
     ),
+    # --- the pruned race (kernels/residual_sample.py: bounds first, exact races where they cannot rule
+    # a block out) ---------------------------------------------------------------------------------------
+    _m(
+        "race-prune-claims-upper",
+        "generic:wrong-bound",
+        "residual_sample.py",
+        "lower = upper - SERIES_SLACK",
+        "lower = upper",
+        "a block proves its upper bound instead of a score some column reaches: blocks whose best is "
+        "below the best upper bound, the winner's among them, are skipped",
+        (COUPLED,),
+    ),
+    _m(
+        "race-prune-first-candidate-only",
+        "generic:dropped-candidate",
+        "residual_sample.py",
+        "        vblock = tl.min(tl.where(candidate & (vbs > vblock), vbs, NVB), axis=0)\n",
+        "        vblock = vblock * 0 + num_blocks\n",
+        "the pruned race's last block races only the first block the bounds leave, not every one of them",
+        (COUPLED,),
+    ),
     # --- small-batch launch (kernels/fused_decide.py: chunks of few requests) -------------------------
     _m(
         "small-batch-decides-in-first-program",

@@ -24,7 +24,7 @@ def test_high_eta_seed_is_within_1e3_of_one():
 def test_block_residual_seeds_exist_and_cases_build():
     assert len(crafted.block_residual_seeds()) == 2
     cases = crafted.crafted_cases({"token", "block"})
-    assert [c.method for c in cases] == ["block"] + ["token"] * 4 + ["block"] * 4
+    assert [c.method for c in cases] == ["block"] * 2 + ["token"] * 4 + ["block"] * 4
     assert not crafted.crafted_cases(())
     assert all(c.label.startswith("crafted:") for c in cases)
 
@@ -33,7 +33,7 @@ def test_empty_residual_seed_rejects_the_draft():
     seed = crafted.empty_residual_seed()
     eta = rng.accept_uniforms([seed], [0], [0, 1])[0]
     assert np.log(np.float32(eta)) > -(2.0**-16)  # log u + log q(x) >= log b(x): rejected
-    assert [c.method for c in crafted.crafted_cases({"token"})] == ["token"] * 5
+    assert [c.method for c in crafted.crafted_cases({"token"})] == ["token"] * 6
 
 
 def test_shared_mode_case_rejects_and_the_oracle_emits_the_mode():
@@ -131,3 +131,25 @@ def test_close_draft_seeds_still_move_every_request_with_a_wrong_scale_of_z(dtyp
         wrong = verify.verify_batch(*args, residual_mass_scale=0.5 if r % 2 == 0 else 2.0)
         assert (right.output_token_ids.tolist(), right.num_emitted.tolist()) != (
             wrong.output_token_ids.tolist(), wrong.num_emitted.tolist()), (dtype, r, seed)
+
+
+def test_race_order_case_wins_by_score_and_loses_by_bound():
+    """Every request of the race-order case emits the winner W in the float64 oracle, by a score
+    margin far outside the race tie tolerance, while the runner-up L has the larger bound w / u by
+    a margin far outside any pruning slack: ranking blocks by that bound picks L. L's column is the
+    lower one (its block comes first)."""
+    from harness.cases import build_batch
+    from harness.oracle import reference_draws, run_reference
+
+    assert crafted.RACE_ORDER_LOSER < crafted.RACE_ORDER_WINNER
+    case = crafted.race_order_case("token")
+    batch = build_batch(case)
+    result = run_reference(batch, *reference_draws(batch))
+    assert result.output_token_ids[:, 0].tolist() == [crafted.RACE_ORDER_WINNER] * crafted.RACE_ORDER_REQUESTS
+    assert np.all(np.abs(result.sample_margins) > 0.01)  # the race tie tolerance is 1e-4
+    for r, (seed, log_ratio) in enumerate(crafted.race_order_design()):
+        u = rng.sampling_uniforms([seed], [0], [0, 0], crafted.RACE_ORDER_VOCAB)[0].astype(np.float64)
+        u_win, u_lose = u[crafted.RACE_ORDER_WINNER], u[crafted.RACE_ORDER_LOSER]
+        assert max(u_win, u_lose) < 0.115  # below 1/8 with room: both blocks claim "bound - slack"
+        bound_gap = (log_ratio - np.log(u_lose)) - (0.0 - np.log(u_win))
+        assert bound_gap > 0.01, (r, seed, bound_gap)  # nats; pruning slack is ~1e-3
