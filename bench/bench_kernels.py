@@ -275,8 +275,9 @@ def race_sweep(args):
     sweep_stages(args, "race sweep", configs)
 
 
-def stage_times(batch, lengths, method):
-    """Median time of each launch on its own (the workspace of a single chunk is reused)."""
+def stage_times(batch, lengths, method, verbose=True):
+    """Median time (us) of each launch on its own (the workspace of a single chunk is reused), printed
+    and returned by stage name."""
     import triton
     import triton.testing
 
@@ -286,7 +287,7 @@ def stage_times(batch, lengths, method):
     from kernels.driver import ChunkTensors
     from kernels.residual_mass import launch_residual_mass
     from kernels.residual_sample import launch_residual_sample, race_block_size
-    from kernels.row_stats import launch_row_stats
+    from kernels.row_stats import RACE_BEST_UNSET, launch_row_stats
 
     reqs, width = len(lengths), max(lengths) + 1
     vocab = batch["target_logits"].shape[1]
@@ -311,21 +312,37 @@ def stage_times(batch, lengths, method):
         "decide": lambda: launch_decide(ws, chunk, reqs, combine=True, decide=True, **common),
         "race+emit": lambda: launch_residual_sample(ws, chunk, reqs, has_draft=has_draft, want_logprobs=False,
                                                     race_block=race_block, race_blocks=race_blocks,
-                                                    nvb_pow2=max(64, triton.next_power_of_2(race_blocks))),
+                                                    nvb_pow2=max(64, triton.next_power_of_2(race_blocks)),
+                                                    prune=tuning.race_prune(reqs * vocab)),
     }
     if method == "block" and has_draft:
         stages["mass"] = lambda: launch_residual_mass(ws, chunk, reqs, block_v)
-    # Repeated races need their per-request block counters zeroed (the row table does it once per
-    # call), or the last-block combine and emit never run again; the memset's own time is subtracted.
+    # Repeated races need their per-request block counters zeroed and their proven scores reset (the
+    # row table does both once per call), or the last-block combine and emit never run again and a
+    # pruned race would prune with the last call's bound; the reset's own time is subtracted.
     race = stages["race+emit"]
-    stages["race+emit"] = lambda: (ws.done.zero_(), race())
-    reset_ms = triton.testing.do_bench(ws.done.zero_, warmup=5, rep=20, return_mode="median")
-    parts = []
+
+    def reset():
+        ws.done[: 2 * reqs].zero_()
+        ws.done[2 * reqs: 3 * reqs].fill_(RACE_BEST_UNSET.value)
+
+    stages["race+emit"] = lambda: (reset(), race())
+    reset_ms = triton.testing.do_bench(reset, warmup=5, rep=20, return_mode="median")
+    parts, times = [], {}
     for name, fn in stages.items():
+        if name == "race+emit" and "mass" in stages:
+            # the race reads tau and log p_tau: give it block verification's real two-stage decision
+            # (the "decide" stage above decides without the residual masses of pass 2)
+            launch_decide(ws, chunk, reqs, combine=True, decide=False, **common)
+            stages["mass"]()
+            launch_decide(ws, chunk, reqs, combine=False, decide=True, **common)
         fn()
         ms = triton.testing.do_bench(fn, warmup=5, rep=20, return_mode="median")
-        parts.append(f"{name} {(ms - (reset_ms if name == 'race+emit' else 0.0)) * 1e3:.1f}")
-    print("    stages (us): " + ", ".join(parts), flush=True)
+        times[name] = (ms - (reset_ms if name == 'race+emit' else 0.0)) * 1e3
+        parts.append(f"{name} {times[name]:.1f}")
+    if verbose:
+        print("    stages (us): " + ", ".join(parts), flush=True)
+    return times
 
 
 def peak_memory(copy_bw):

@@ -7,6 +7,10 @@ implementation of DESIGN.md's contract must do, timed with CUDA events (``triton
 - ``noise``: the race's noise alone, one Philox uniform and ``log2 E`` per vocabulary entry of one
   row per request (the contract keys the sampling noise by vocabulary index, so every entry of the
   raced row needs one), and the block argmax; it reads no logits;
+- ``philox``: the Philox words alone, of every vocabulary entry of one row per request, reduced by
+  an integer min: no uniform, no logarithm. A race need not take ``log2 E`` of every entry (the
+  pruned race bounds most of them with ``log2 u``, kernels/residual_sample.py), but no
+  implementation of the contract can skip the words themselves;
 - ``wait``: the host side of a value check, one tiny launch and a stream synchronisation, back to
   back (the default path checks values before any verification launch).
 
@@ -26,7 +30,12 @@ import triton.language as tl
 import triton.testing
 
 from bench.bench_kernels import copy_bandwidth
-from kernels.randomness import SAMPLE_STREAM, log2_exponential_from_uniform, sampling_uniforms_block
+from kernels.randomness import (
+    SAMPLE_STREAM,
+    log2_exponential_from_uniform,
+    philox_words,
+    sampling_uniforms_block,
+)
 
 BLOCK = 4096
 
@@ -51,6 +60,17 @@ def _noise_floor_kernel(seeds_ptr, out_ptr, num_blocks, BLOCK: tl.constexpr):
     tl.store(out_ptr + req * num_blocks + vb, best + index.to(tl.float32) * 0.0)
 
 
+@triton.jit
+def _philox_floor_kernel(seeds_ptr, out_ptr, num_blocks, BLOCK: tl.constexpr):
+    req, vb = tl.program_id(0), tl.program_id(1)
+    seed = tl.load(seeds_ptr + req)
+    position = req.to(tl.int64) * 1000
+    quads = vb * (BLOCK // 4) + tl.arange(0, BLOCK // 4)
+    w0, w1, w2, w3 = philox_words(seed, quads, position, SAMPLE_STREAM)
+    low = tl.minimum(tl.minimum(w0, w1), tl.minimum(w2, w3))
+    tl.store(out_ptr + req * num_blocks + vb, tl.min(low, axis=0).to(tl.float32))
+
+
 def read_us(rows, vocab, dtype):
     x = torch.randn(rows, vocab, device="cuda").to(dtype)
     nb = triton.cdiv(vocab, 8192)
@@ -60,13 +80,22 @@ def read_us(rows, vocab, dtype):
     return 1e3 * triton.testing.do_bench(run, warmup=10, rep=50, return_mode="median")
 
 
-def noise_us(reqs, vocab):
+def _raced_rows_us(kernel, reqs, vocab):
+    """Median time of ``kernel`` over one row of ``vocab`` entries per request (no logits read)."""
     seeds = torch.arange(reqs, device="cuda", dtype=torch.int64)
     nb = triton.cdiv(vocab, BLOCK)
     out = torch.empty(reqs * nb, device="cuda")
-    run = lambda: _noise_floor_kernel[(reqs, nb)](seeds, out, nb, BLOCK=BLOCK, num_warps=8)
+    run = lambda: kernel[(reqs, nb)](seeds, out, nb, BLOCK=BLOCK, num_warps=8)
     run()
     return 1e3 * triton.testing.do_bench(run, warmup=10, rep=50, return_mode="median")
+
+
+def noise_us(reqs, vocab):
+    return _raced_rows_us(_noise_floor_kernel, reqs, vocab)
+
+
+def philox_us(reqs, vocab):
+    return _raced_rows_us(_philox_floor_kernel, reqs, vocab)
 
 
 def wait_us(calls=300):
