@@ -49,9 +49,14 @@ def _case(target, draft, ids, lengths, seeds, method, label, temperatures=None) 
 def tiny_uniform_case(method: str) -> Case:
     """A bonus draw whose uniform at one vocabulary index is below 2^-25, where that token has
     target probability ~1e-25: with ``E = -log1p(-u)`` it loses the race by a wide margin; with
-    ``E = -log(1 - u)`` in float32, ``E == 0`` and it wins with score ``+inf``."""
+    ``E = -log(1 - u)`` in float32, ``E == 0`` and it wins with score ``+inf``.
+
+    The winner is its neighbour, 30 nats above the flat rest of the row: a race that skips
+    vocabulary blocks whose bounds cannot win (ours, kernels/residual_sample.py, bounds ``E`` by
+    ``u``) races the trap's block exactly, so a wrong ``E`` there still decides the case."""
     target = np.zeros((1, TINY_UNIFORM_VOCAB))
     target[0, TINY_UNIFORM_INDEX] = -50.0
+    target[0, TINY_UNIFORM_INDEX + 1] = 30.0
     return _case(target, np.zeros((0, TINY_UNIFORM_VOCAB)), [], [0], [TINY_UNIFORM_SEED], method,
                  "crafted: sampling uniform below 2^-25 on a token of probability ~1e-25")
 

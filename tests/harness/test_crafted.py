@@ -16,6 +16,17 @@ def test_tiny_uniform_seed_still_gives_a_uniform_below_two_to_minus_25():
     assert np.float32(1.0) - u[crafted.TINY_UNIFORM_INDEX] == np.float32(1.0)  # the float32 trap
 
 
+def test_tiny_uniform_case_is_won_by_the_trap_neighbour():
+    """The oracle emits the trap's neighbour, by a margin far outside the race tie tolerance."""
+    from harness.cases import build_batch
+    from harness.oracle import reference_draws, run_reference
+
+    batch = build_batch(crafted.tiny_uniform_case("token"))
+    result = run_reference(batch, *reference_draws(batch))
+    assert result.output_token_ids[0, 0] == crafted.TINY_UNIFORM_INDEX + 1
+    assert abs(result.sample_margins[0]) > 1.0
+
+
 def test_high_eta_seed_is_within_1e3_of_one():
     eta = rng.accept_uniforms([crafted.HIGH_ETA_SEED], [0], [0, 1])[0]
     assert 1.0 - 1e-3 < eta < 1.0
