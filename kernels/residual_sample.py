@@ -55,6 +55,7 @@ SERIES_BITS = tl.constexpr(3.0 + 2.0 ** -10)
 SERIES_SLACK = tl.constexpr(0.125)
 PRUNE_MARGIN = tl.constexpr(2.0 ** -10)
 PRUNE_RELATIVE = tl.constexpr(2.0 ** -18)
+FLT_MAX = tl.constexpr(3.4028234663852886e38)
 
 
 @triton.jit
@@ -266,10 +267,8 @@ def _race_candidates(req, num_reqs, t_row_ptr, q_row_ptr, vocab_size, row_max, i
     vbs = tl.arange(0, NVB)
     uppers = tl.load(res_score_ptr + req * num_blocks + vbs, mask=vbs < num_blocks, other=NEG_INF,
                      cache_modifier=".cg")
-    # -inf: nothing proven, no block races. +inf (only from +inf weights, which finite logits and
-    # statistics never give): every block races, as the unpruned race would.
-    limit = tl.where(proven > NEG_INF, proven - score_slack(proven), float("inf"))
-    candidate = uppers >= tl.where(proven == float("inf"), NEG_INF, limit)
+    # -inf: nothing proven, no block races (at -FLT_MAX the limit is -inf: every block races)
+    candidate = uppers >= tl.where(proven > NEG_INF, proven - score_slack(proven), float("inf"))
     best = tl.full((), NEG_INF, tl.float32)
     token = tl.full((), 0, tl.int32)
     vblock = tl.min(tl.where(candidate, vbs, NVB), axis=0)
@@ -338,9 +337,11 @@ def race_block_program(req, vblock, num_reqs, target_ptr, draft_ptr, target_stri
                                              a_log_sum, q_max, q_log_sum, rejected, excluded, seed, position,
                                              HAS_DRAFT, False, BLOCK_V)
             tl.store(res_score_ptr + out, upper)
-            lower = lower - score_slack(lower)
             if lower > NEG_INF:
-                tl.atomic_max(done_ptr + 2 * num_reqs + req, ordered_key(lower), sem="relaxed")
+                # a finite lower bound stays finite (at -FLT_MAX its slack would overflow to -inf,
+                # which reads as "every weight is 0"); a NaN one (from +inf weights) is not published
+                proven = tl.maximum(lower - score_slack(lower), -FLT_MAX)
+                tl.atomic_max(done_ptr + 2 * num_reqs + req, ordered_key(proven), sem="relaxed")
         else:
             best, index = _race_block_exact(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t,
                                             a_log_sum, q_max, q_log_sum, rejected, excluded, seed, position,
