@@ -299,21 +299,16 @@ def close_draft_block_case(dtype: torch.dtype) -> Case:
 RACE_ORDER_VOCAB, RACE_ORDER_WINNER, RACE_ORDER_LOSER, RACE_ORDER_REQUESTS = 8192, 8000, 100, 6
 
 
-def _sampling_uniform(seeds: np.ndarray, column: int) -> np.ndarray:
-    """Position-0 sampling uniform of vocabulary index ``column`` for each seed (interfaces.md 1)."""
-    from reference import rng
-
-    words = rng.philox4x32(seeds, column >> 2, 0, 0, rng.SAMPLE_STREAM)
-    return rng.uniform_from_bits(words[column & 3]).astype(np.float64)
-
-
 @functools.lru_cache(maxsize=1)
 def race_order_design() -> tuple[tuple[int, float], ...]:
     """``(seed, log (w_L / w_W))`` per request: the first seeds with ``u_W < 0.01`` and ``0.07 < u_L <
     0.115``, and a weight ratio halfway (geometrically) between ``u_L / u_W`` and ``E_L / E_W``, so
     the race and the bound disagree both ways by 0.018 nats or more."""
+    from reference import rng
+
     seeds = np.arange(1 << 16, dtype=np.int64)
-    u_win, u_lose = _sampling_uniform(seeds, RACE_ORDER_WINNER), _sampling_uniform(seeds, RACE_ORDER_LOSER)
+    u_win, u_lose = (rng.random_uniforms(seeds, 0, rng.SAMPLE_STREAM, column).astype(np.float64)
+                     for column in (RACE_ORDER_WINNER, RACE_ORDER_LOSER))
     picked = np.flatnonzero((u_win < 0.01) & (u_lose > 0.07) & (u_lose < 0.115))[:RACE_ORDER_REQUESTS]
     if picked.size < RACE_ORDER_REQUESTS:
         raise RuntimeError("no seeds found for the race-order case")
