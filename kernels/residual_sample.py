@@ -441,6 +441,7 @@ def launch_residual_sample(ws, batch, num_reqs, *, has_draft, want_logprobs, rac
         ws.tau, ws.residual_logp, ws.res_score, ws.res_index, ws.done, batch.out_ids, out_logprobs,
         batch.target_logits.shape[0], batch.target_logits.shape[1], race_blocks, batch.out_ids.shape[1],
         HAS_DRAFT=has_draft, BLOCK_V=race_block, WANT_LOGPROBS=want_logprobs, NVB=nvb_pow2,
-        FALLBACK_BLOCK=1024, PRUNE=prune, num_warps=tuning.race_warps(race_block), variant=batch.variant,
-        **tuning.race_register_cap(race_block), **dependent_launch.options(pdl),
+        FALLBACK_BLOCK=1024, PRUNE=prune, num_warps=tuning.race_warps(race_block, prune),
+        variant=batch.variant,
+        **tuning.race_register_cap(race_block, prune), **dependent_launch.options(pdl),
     )

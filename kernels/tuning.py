@@ -1,10 +1,11 @@
 """Launch parameters of the split-vocabulary passes (overridable from the environment for tuning).
 
 Results do not depend on them beyond float32 ties (randomness is keyed by vocabulary index, never by
-block). ``SPECFUZZ_BLOCK_V``, ``SPECFUZZ_STATS_WARPS``, ``SPECFUZZ_RACE_WARPS``, ``SPECFUZZ_RACE_MAXNREG``
-(a register cap for the race kernel), ``SPECFUZZ_FUSE_DECIDE_MAX_REQS`` (the largest chunk verified
-in one launch) and ``SPECFUZZ_CALL_PLANS=0`` (no per-layout call plans, kernels/call_plan.py)
-override them;
+block). ``SPECFUZZ_BLOCK_V``, ``SPECFUZZ_STATS_WARPS``, ``SPECFUZZ_RACE_WARPS``,
+``SPECFUZZ_PRUNED_RACE_WARPS`` (the warps of a pruned race, ``race_warps``), ``SPECFUZZ_RACE_MAXNREG``
+(a register cap for the race kernel, pruned or not), ``SPECFUZZ_FUSE_DECIDE_MAX_REQS`` (the
+largest chunk verified in one launch) and ``SPECFUZZ_CALL_PLANS=0`` (no per-layout call plans,
+kernels/call_plan.py) override them;
 ``SPECFUZZ_PDL=0`` turns programmatic dependent launches off (kernels/dependent_launch.py);
 ``SPECFUZZ_RACE_PRUNE`` (``auto``, ``0``, ``1``) sets whether the race skips blocks that cannot hold
 its winner (``race_prune``; the same results bit for bit either way);
@@ -30,6 +31,7 @@ class Knobs:
     race_block_v: int
     stats_warps: int
     race_warps: int
+    pruned_race_warps: int
     overlap: bool
     pass1_tail: str
     race_maxnreg: int
@@ -52,6 +54,12 @@ _knobs: Knobs | None = None
 # 336 / 362, 380 / 410 (fp32) (docs/kernels.md, v13).
 RACE_MAXNREG = 64
 RACE_MAXNREG_SMALL_BLOCK = 80
+# A pruned race program (4096 lanes) runs 4 warps, 32 lanes a thread, capped at 72 registers: H200,
+# race launch at 512 x 1 x 262144, 8 warps / 64 registers -> 4 / 72: bf16 255.7 -> 202.6 us (point
+# drafts), 298.0 -> 245.0 (draft logits); fp32 264.9 -> 218.0, 305.2 -> 257.9. 16 or 64 lanes a
+# thread were slower, and so were caps of 96 and 128 (docs/kernels.md, v22).
+PRUNED_RACE_WARPS = 4
+PRUNED_RACE_MAXNREG = 72
 
 # Bumped by every ``refresh()``: what was derived from the old knobs (kernels/call_plan.py) is stale.
 generation = 0
@@ -66,6 +74,7 @@ def refresh() -> Knobs:
         race_block_v=int(env.get("SPECFUZZ_RACE_BLOCK_V", 256 if interpreting else 4096)),
         stats_warps=int(env.get("SPECFUZZ_STATS_WARPS", 8)),
         race_warps=int(env.get("SPECFUZZ_RACE_WARPS", 8)),
+        pruned_race_warps=int(env.get("SPECFUZZ_PRUNED_RACE_WARPS", PRUNED_RACE_WARPS)),
         overlap=env.get("SPECFUZZ_OVERLAP", "0") == "1",
         pass1_tail=env.get("SPECFUZZ_PASS1_TAIL", "branch"),
         race_maxnreg=int(env.get("SPECFUZZ_RACE_MAXNREG", -1)),
@@ -118,17 +127,22 @@ def stats_warps(block: int = 1 << 30) -> int:
     return warps_for(block, knobs().stats_warps)
 
 
-def race_warps(block: int = 1 << 30) -> int:
-    return warps_for(block, knobs().race_warps)
+def race_warps(block: int = 1 << 30, prune: bool = False) -> int:
+    """Warps of a race program: ``SPECFUZZ_RACE_WARPS`` (8), or ``SPECFUZZ_PRUNED_RACE_WARPS``
+    (``PRUNED_RACE_WARPS``) for a pruned race."""
+    return warps_for(block, knobs().pruned_race_warps if prune else knobs().race_warps)
 
 
-def race_register_cap(block: int) -> dict:
+def race_register_cap(block: int, prune: bool = False) -> dict:
     """Launch options capping the race kernel's registers: ``SPECFUZZ_RACE_MAXNREG`` when set (0:
-    none), else ``RACE_MAXNREG`` for race blocks of >= 1024 lanes and ``RACE_MAXNREG_SMALL_BLOCK``
-    below."""
+    none), else ``PRUNED_RACE_MAXNREG`` for a pruned race, ``RACE_MAXNREG`` for race blocks of >= 1024
+    lanes and ``RACE_MAXNREG_SMALL_BLOCK`` below."""
     cap = knobs().race_maxnreg
     if cap < 0:
-        cap = RACE_MAXNREG if block >= 1024 else RACE_MAXNREG_SMALL_BLOCK
+        if prune:
+            cap = PRUNED_RACE_MAXNREG
+        else:
+            cap = RACE_MAXNREG if block >= 1024 else RACE_MAXNREG_SMALL_BLOCK
     return _maxnreg(cap)
 
 
