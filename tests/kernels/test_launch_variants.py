@@ -106,3 +106,27 @@ def test_race_register_cap_reaches_only_the_race_launch(monkeypatch, tuning_env,
     caps = {(kernel is _race_blocks_kernel, kwargs.get("maxnreg")) for kernel, _, kwargs, _ in records}
     expected = {(False, None), (True, int(cap) or None)}
     assert caps == expected, caps
+
+
+@pytest.mark.parametrize("prune", ["0", "1"])
+def test_a_pruned_race_launches_with_its_own_warps_and_cap(monkeypatch, tuning_env, prune):
+    """A pruned race runs ``PRUNED_RACE_WARPS`` warps capped at ``PRUNED_RACE_MAXNREG`` registers (v22:
+    32 lanes a thread), an unpruned one the race's own (8 warps, 64 registers). Launches are recorded,
+    not run, so the GPU's 4096-lane race blocks can be asked for under the interpreter too."""
+    from kernels.residual_sample import _race_blocks_kernel
+
+    tuning_env("SPECFUZZ_RACE_PRUNE", prune)
+    tuning_env("SPECFUZZ_PIPELINE", "0")
+    tuning_env("SPECFUZZ_RACE_BLOCK_V", "4096")
+    records = _record_launches(monkeypatch)
+    lengths = [1, 2, 0, 3, 1]  # 5 requests x 64 blocks: no block halving (race_block_size)
+    batch = make_batch(SEED, lengths=lengths, vocab=1 << 18, dtype=torch.bfloat16, with_draft=True)
+    release_workspaces()
+    dev = batch.target_logits.device
+    driver.verify_into(torch.empty((len(lengths), max(lengths) + 1), dtype=torch.int64, device=dev),
+                       torch.empty(len(lengths), dtype=torch.int32, device=dev), None, *batch.args(),
+                       np.asarray(lengths), method="token", max_chunk_bytes=None)
+    races = [kwargs for kernel, _, kwargs, _ in records if kernel is _race_blocks_kernel]
+    pruned = prune == "1"
+    assert [(k["BLOCK_V"], k["PRUNE"], k["num_warps"], k.get("maxnreg")) for k in races] == [
+        (4096, pruned, 4 if pruned else 8, 72 if pruned else 64)]
