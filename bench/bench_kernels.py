@@ -130,27 +130,35 @@ def host_time_us(fn, calls: int = 20) -> float:
     return elapsed / calls * 1e6
 
 
+# ``rejection_sample``'s positional arguments, in order, as ``make_inputs`` names them
+CALL_ARGS = ("target_logits", "draft_logits", "draft_token_ids", "cu_num_draft_tokens", "temperature",
+             "seeds", "positions")
+
+
+def call_args(batch) -> list:
+    """``make_inputs``' batch as ``rejection_sample``'s positional arguments."""
+    return [batch[name] for name in CALL_ARGS]
+
+
 def bench_one(args, reqs, k, vocab, dtype_name, method, draft_kind, copy_bw, gen):
     import triton.testing
 
     dtype = DTYPES[dtype_name]
     batch = make_inputs(reqs, k, vocab, dtype, draft_kind == "logits", gen, args.logit_scale, args.draft_data)
-    names = ["target_logits", "draft_logits", "draft_token_ids", "cu_num_draft_tokens", "temperature",
-             "seeds", "positions"]
-    call_args = [batch[n] for n in names]
+    batch_args = call_args(batch)
     lengths = [k] * reqs
-    run = lambda: kernels.rejection_sample(*call_args, method=method)
-    run_nosync = lambda: kernels.rejection_sample(*call_args, method=method, draft_lengths=lengths)
+    run = lambda: kernels.rejection_sample(*batch_args, method=method)
+    run_nosync = lambda: kernels.rejection_sample(*batch_args, method=method, draft_lengths=lengths)
     run()  # compile
     run_nosync()
     ms = triton.testing.do_bench(run, warmup=10, rep=args.rep, return_mode="median")
     ms_nosync = triton.testing.do_bench(run_nosync, warmup=10, rep=args.rep, return_mode="median")
     host_us = host_time_us(run_nosync)
     host_default_us = host_time_us(run)  # it syncs inside: the back-to-back wall time of a default call
-    captured = kernels.capture_verify(*call_args, method=method, draft_lengths=lengths)
+    captured = kernels.capture_verify(*batch_args, method=method, draft_lengths=lengths)
     ms_graph = triton.testing.do_bench(captured.replay, warmup=10, rep=args.rep, return_mode="median")
     replayed = captured.replay()
-    direct = kernels.rejection_sample(*call_args, method=method)
+    direct = kernels.rejection_sample(*batch_args, method=method)
     graph_ok = all(torch.equal(a, b) for a, b in zip(replayed[:2], direct[:2], strict=True))
     del captured
     elem = batch["target_logits"].element_size()
@@ -161,7 +169,7 @@ def bench_one(args, reqs, k, vocab, dtype_name, method, draft_kind, copy_bw, gen
     eager_ratio = float("nan")
     if not args.no_eager:
         try:
-            eager = lambda: rejection_sample_eager(*call_args, method=method)
+            eager = lambda: rejection_sample_eager(*batch_args, method=method)
             eager()
             ms_eager = triton.testing.do_bench(eager, warmup=3, rep=args.rep, return_mode="median")
             eager_ratio = ms_eager / ms

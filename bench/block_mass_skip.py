@@ -89,8 +89,7 @@ def run(out_dir: str, rep: int = 25) -> None:
         for data in inputs.DRAFT_DATA:
             gen = torch.Generator(device="cuda").manual_seed(reqs * 7 + k * 131 + vocab)
             batch = inputs.make_inputs(reqs, k, vocab, inputs.DTYPES[dtype_name], True, gen, 1.0, data)
-            call_args = [batch[n] for n in ("target_logits", "draft_logits", "draft_token_ids",
-                                            "cu_num_draft_tokens", "temperature", "seeds", "positions")]
+            call_args = inputs.call_args(batch)
             ids, num, us, graph_us = _time_block_call(kernels, call_args, [k] * reqs, rep)
             name = f"{reqs}x{k}x{vocab}{dtype_name}-{data}"
             torch.save({"ids": ids.cpu(), "num": num.cpu()}, os.path.join(out_dir, name + ".pt"))

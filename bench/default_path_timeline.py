@@ -27,12 +27,8 @@ import triton.testing
 
 import kernels
 import kernels.driver as driver
-from bench.bench_kernels import make_inputs
+from bench.bench_kernels import call_args, make_inputs
 from kernels import tuning
-
-NAMES = ("target_logits", "draft_logits", "draft_token_ids", "cu_num_draft_tokens", "temperature", "seeds",
-         "positions")
-
 
 STEP_NAMES = ("check_metadata", "launch_variant", "launch_row_stats", "launch_decide", "launch_residual_mass",
               "launch_residual_sample", "launch_small_batch", "bind_small_batch")
@@ -136,9 +132,9 @@ def main(argv=None):
         reqs, k, vocab = map(int, shape.split("x"))
         for dtype in args.dtypes:
             batch = make_inputs(reqs, k, vocab, dtypes[dtype], True, gen)
-            call_args = [batch[n] for n in NAMES]
+            batch_args = call_args(batch)
             for method in args.methods:
-                run = functools.partial(kernels.rejection_sample, *call_args, method=method)
+                run = functools.partial(kernels.rejection_sample, *batch_args, method=method)
                 nosync = functools.partial(run, draft_lengths=[k] * reqs)
                 run(), nosync()
                 plain[(shape, dtype, method)] = [
@@ -151,10 +147,10 @@ def main(argv=None):
         reqs, k, vocab = map(int, shape.split("x"))
         for dtype in args.dtypes:
             batch = make_inputs(reqs, k, vocab, dtypes[dtype], True, gen)
-            call_args = [batch[n] for n in NAMES]
+            batch_args = call_args(batch)
             for method in args.methods:
                 print(f"{shape} {dtype} {method} (default path, instrumented)")
-                timeline(functools.partial(kernels.rejection_sample, *call_args, method=method), args.calls)
+                timeline(functools.partial(kernels.rejection_sample, *batch_args, method=method), args.calls)
 
 
 if __name__ == "__main__":

@@ -21,10 +21,8 @@ import statistics
 import torch
 
 import kernels
-from bench.bench_kernels import DTYPES, host_time_us, knob_overrides, make_inputs
+from bench.bench_kernels import DTYPES, call_args, host_time_us, knob_overrides, make_inputs
 
-NAMES = ("target_logits", "draft_logits", "draft_token_ids", "cu_num_draft_tokens", "temperature", "seeds",
-         "positions")
 KNOB = "SPECFUZZ_FUSE_DECIDE_MAX_REQS"
 COMPARISONS = {
     "fused": {"fused": {KNOB: "1024"}, "unfused": {KNOB: "0"}},
@@ -36,10 +34,10 @@ def time_shape(reqs, k, vocab, dtype_name, method, with_draft, rounds, gen, sett
     import triton.testing
 
     batch = make_inputs(reqs, k, vocab, DTYPES[dtype_name], with_draft, gen)
-    call_args = [batch[n] for n in NAMES]
+    batch_args = call_args(batch)
     lengths = [k] * reqs
-    default = lambda: kernels.rejection_sample(*call_args, method=method, want_logprobs=True)
-    nosync = lambda: kernels.rejection_sample(*call_args, method=method, want_logprobs=True,
+    default = lambda: kernels.rejection_sample(*batch_args, method=method, want_logprobs=True)
+    nosync = lambda: kernels.rejection_sample(*batch_args, method=method, want_logprobs=True,
                                               draft_lengths=lengths)
     times = {name: {"us": [], "nosync": [], "wall": []} for name in settings}
     outputs = {}

@@ -19,13 +19,10 @@ import numpy as np
 import torch
 
 import kernels
-from bench.bench_kernels import host_time_us, make_inputs
+from bench.bench_kernels import call_args, host_time_us, make_inputs
 from bench.default_path_timeline import Recorder, instrumented
 from kernels import chunking, driver, launch, row_stats, validation
 from kernels.launch import current_raw_stream
-
-ARG_NAMES = ("target_logits", "draft_logits", "draft_token_ids", "cu_num_draft_tokens", "temperature",
-             "seeds", "positions")
 
 
 def per_call_us(fn, calls: int = 300) -> float:
@@ -48,7 +45,7 @@ def compiled_table_launch(compiled, constexprs, args, ws):
 def main():
     gen = torch.Generator(device="cuda").manual_seed(0)
     batch = make_inputs(1, 8, 32000, torch.bfloat16, True, gen)
-    args = [batch[name] for name in ARG_NAMES]
+    args = call_args(batch)
     dev = args[0].device
     print("python", sys.version.split()[0], "torch", torch.__version__)
     parts = {

@@ -19,10 +19,8 @@ import triton
 import triton.testing
 
 import kernels
-from bench.bench_kernels import DRAFT_DATA, DTYPES, knob_overrides, make_inputs, stage_times
+from bench.bench_kernels import DRAFT_DATA, DTYPES, call_args, knob_overrides, make_inputs, stage_times
 
-NAMES = ("target_logits", "draft_logits", "draft_token_ids", "cu_num_draft_tokens", "temperature", "seeds",
-         "positions")
 KINDS = (("token", "logits"), ("token", "point"), ("block", "logits"))
 
 
@@ -54,10 +52,10 @@ def main(argv=None):
     for reqs, k, vocab, dtype_name, data, scale in grid:
         for method, draft in KINDS:
             batch = make_inputs(reqs, k, vocab, DTYPES[dtype_name], draft == "logits", gen, scale, data)
-            call_args = [batch[n] for n in NAMES]
+            batch_args = call_args(batch)
             lengths = [k] * reqs
-            def run(call_args=call_args, method=method, lengths=lengths):
-                return kernels.rejection_sample(*call_args, method=method, draft_lengths=lengths,
+            def run(batch_args=batch_args, method=method, lengths=lengths):
+                return kernels.rejection_sample(*batch_args, method=method, draft_lengths=lengths,
                                                 want_logprobs=True)
 
             outs, call_us, race_us = {}, {"0": [], "1": []}, {}
@@ -81,7 +79,7 @@ def main(argv=None):
             print(f"{reqs:4d} {k:2d} {vocab:7d} {dtype_name:5s} {method:6s} {draft:6s} {data:8s} "
                   f"{scale:5.1f}  {'yes' if same else 'NO ':4s} {off:9.1f} {on:8.1f} {on / off:6.3f} "
                   f"{race_us['0']:9.1f} {race_us['1']:8.1f} {race_us['1'] / race_us['0']:6.3f}", flush=True)
-            del batch, call_args, outs
+            del batch, batch_args, outs
             torch.cuda.empty_cache()
     ratios = sorted(r["race_on"] / r["race_off"] for r in rows)
     calls = sorted(r["call_on"] / r["call_off"] for r in rows)
