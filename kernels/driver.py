@@ -326,8 +326,11 @@ def _launch_chunk(ws, chunk, num_reqs, geo, *, block_method, has_draft, want_log
     if two_stage:
         launch_residual_mass(ws, chunk, num_reqs, geo.block_v, pdl)
         launch_decide(ws, chunk, num_reqs, combine=False, decide=True, **common)
+    # Pruning is decided per chunk (the batch's geometry is shared by its chunks): a small chunk of a
+    # large chunked call races unpruned, which is faster there (tuning.RACE_PRUNE_MIN_ENTRIES).
     race = dict(has_draft=has_draft, want_logprobs=want_logprobs, race_block=geo.race_block,
-                race_blocks=geo.race_blocks, nvb_pow2=geo.race_pow2, prune=geo.race_prune)
+                race_blocks=geo.race_blocks, nvb_pow2=geo.race_pow2,
+                prune=tuning.race_prune(num_reqs * chunk.target_logits.shape[1]))
     if side is None:
         launch_residual_sample(ws, chunk, num_reqs, pdl=pdl, **race)
     else:  # the ALU-bound race of this part overlaps the memory-bound passes of the next part

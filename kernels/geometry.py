@@ -22,7 +22,6 @@ class Geometry(NamedTuple):
     nvb_pow2: int
     race_pow2: int
     rows_pow2: int
-    race_prune: bool
 
 
 @functools.lru_cache(maxsize=512)
@@ -37,5 +36,4 @@ def geometry(vocab_size: int, num_reqs: int, width: int, block_size: int | None,
     return Geometry(block_v, num_vblocks, race_block, race_blocks,
                     nvb_pow2=max(64, triton.next_power_of_2(num_vblocks)),
                     race_pow2=max(64, triton.next_power_of_2(race_blocks)),
-                    rows_pow2=max(16, triton.next_power_of_2(width)),
-                    race_prune=tuning.race_prune(num_reqs * vocab_size))
+                    rows_pow2=max(16, triton.next_power_of_2(width)))

@@ -151,7 +151,9 @@ def race_register_cap(block: int, prune: bool = False) -> dict:
 # rule out (residual_sample.race_block_program). The race is bound by its Philox integer work, which
 # the bounds keep, so pruning saves only the floating-point part: on the H200 (docs/kernels.md, v21)
 # the race took 0.88-0.95x the time at 512 x 262144 and 0.93-0.99x at 128 x 262144, but 1.03-1.12x
-# at 512 x 32000, where the last block's serial races weigh more.
+# at 512 x 32000, where the last block's serial races weigh more. With its own warps and cap (v22)
+# the pruned race took 0.71-0.78x at 512 x 262144 and 0.84-0.93x at 128 x 262144; below the
+# threshold it has not been re-measured. Decided per chunk, from the chunk's requests.
 RACE_PRUNE_MIN_ENTRIES = 1 << 25
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from kernels import driver, launch
+from kernels import driver, launch, tuning
 from kernels.chunking import release_workspaces
 from tests.kernels._batches import make_batch
 
@@ -130,3 +130,33 @@ def test_a_pruned_race_launches_with_its_own_warps_and_cap(monkeypatch, tuning_e
     pruned = prune == "1"
     assert [(k["BLOCK_V"], k["PRUNE"], k["num_warps"], k.get("maxnreg")) for k in races] == [
         (4096, pruned, 4 if pruned else 8, 72 if pruned else 64)]
+
+
+def test_pruning_is_decided_per_chunk(monkeypatch, tuning_env):
+    """``auto`` pruning counts the raced entries of each chunk, not of the whole batch: with the
+    threshold at 3 requests' worth, a batch of 5 requests chunked by a budget prunes only its chunks
+    of 3 or more requests. (The interpreter always prunes, so it is switched off here: launches are
+    recorded, not run.)"""
+    import kernels._device
+    from kernels.residual_sample import _race_blocks_kernel
+
+    tuning_env("SPECFUZZ_RACE_PRUNE", "auto")
+    tuning_env("SPECFUZZ_PIPELINE", "0")
+    tuning_env("SPECFUZZ_FUSE_DECIDE_MAX_REQS", "0")  # every chunk through the separate launches
+    vocab = 1000
+    monkeypatch.setattr(kernels._device, "INTERPRETING", False)
+    monkeypatch.setattr(tuning, "RACE_PRUNE_MIN_ENTRIES", 3 * vocab)
+    records = _record_launches(monkeypatch)
+    lengths = [1, 1, 1, 1, 1]
+    batch = make_batch(SEED, lengths=lengths, vocab=vocab, dtype=torch.float32, with_draft=True)
+    geo = driver.geometry(vocab, len(lengths), 2, None, tuning.knobs())
+    row_bytes = driver.workspace_bytes_per_logit_row(geo.num_vblocks, geo.race_blocks)
+    for budget, expected in ((None, [True]), (6 * row_bytes, [True, False]), (2 * row_bytes, [False] * 5)):
+        records.clear()
+        release_workspaces()
+        dev = batch.target_logits.device
+        driver.verify_into(torch.empty((5, 2), dtype=torch.int64, device=dev),
+                           torch.empty(5, dtype=torch.int32, device=dev), None, *batch.args(), lengths,
+                           method="token", max_chunk_bytes=budget)
+        pruned = [kwargs["PRUNE"] for kernel, _, kwargs, _ in records if kernel is _race_blocks_kernel]
+        assert pruned == expected, (budget, pruned)
