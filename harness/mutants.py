@@ -462,10 +462,20 @@ CATALOGUE: tuple[Mutant, ...] = (
         "race-prune-claims-upper",
         "generic:wrong-bound",
         "residual_sample.py",
-        "lower = upper - SERIES_SLACK",
+        "lower = tl.max(tl.maximum(tl.maximum(m0, m1), tl.maximum(m2, m3)), axis=0)",
         "lower = upper",
-        "a block proves its upper bound instead of a score some column reaches: blocks whose best is "
-        "below the best upper bound, the winner's among them, are skipped",
+        "a float32 block proves its upper bound instead of a score some column reaches: blocks whose "
+        "best is below the best upper bound, the winner's among them, are skipped",
+        (COUPLED,),
+    ),
+    _m(
+        "race-prune-claims-upper-16bit",
+        "generic:wrong-bound",
+        "residual_sample.py",
+        "lower = _quad_score(",
+        "lower = upper + 0.0 * _quad_score(",
+        "a 16-bit block proves its upper bound instead of the exact score of the quad that attains it "
+        "(16-bit blocks bound by other code than float32 ones)",
         (COUPLED,),
     ),
     _m(

@@ -44,15 +44,12 @@ import triton.language as tl
 from kernels import dependent_launch, tuning
 from kernels.dependent_launch import let_next_start, wait_for_previous
 from kernels.fastmath import fast_log2, one_minus_exp2_negative
-from kernels.randomness import SAMPLE_STREAM, log2_exponential_from_uniform, sampling_uniforms_block
+from kernels.randomness import (SAMPLE_STREAM, log2_exponential_from_uniform, philox_words,
+                                sampling_uniforms_block, uniform_from_bits)
 from kernels.row_stats import inverse_temperature, log2_prob, log_prob, request_span, widen
 
 NEG_INF = tl.constexpr(float("-inf"))
-# The pruned race (``_block_bounds``): an upper bound above the block's largest weight by more than
-# SERIES_BITS (log2) is attained at a column with u < 1/8, whose score is at most SERIES_SLACK below
-# it (log2 of the series' 1.07 is 0.096); PRUNE_* make ``score_slack``.
-SERIES_BITS = tl.constexpr(3.0 + 2.0 ** -10)
-SERIES_SLACK = tl.constexpr(0.125)
+# The pruned race: PRUNE_* make ``score_slack``.
 PRUNE_MARGIN = tl.constexpr(2.0 ** -10)
 PRUNE_RELATIVE = tl.constexpr(2.0 ** -18)
 FLT_MAX = tl.constexpr(3.4028234663852886e38)
@@ -163,21 +160,10 @@ def score_slack(score):
 
 
 @triton.jit
-def _block_bounds(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t, a_log_sum, q_max, q_log_sum,
-                  rejected, excluded, seed, position, HAS_DRAFT: tl.constexpr, FULL: tl.constexpr,
-                  BLOCK: tl.constexpr):
-    """``(upper, lower)``: bounds of the best race score of one block of a sampled request's race.
-
-    The weights ``log2 w`` are ``_block_race``'s expressions (residual, bonus or point-mass) and
-    ``u <= E = -log1p(-u) <= u / (1 - u)`` (the race's float32 ``E`` keeps both to within its error).
-    So ``upper = max (log2 w - log2 u)`` bounds every score of the block from above, for one ``log2``
-    per column where a score costs the polynomial, two logs and a select more. ``lower`` is a score
-    some column reaches at least: when ``upper`` exceeds the block's largest weight by more than
-    ``SERIES_BITS``, the column attaining it has ``u < 1/8``, where ``E <= 1.07 u``, so ``upper -
-    SERIES_SLACK``; otherwise (a block dominated by a few large weights) ``max (log2 w - log2 u +
-    log2(1 - u))``, one more ``log2`` per column. Both are exact bounds up to float32 error, which the
-    callers' ``score_slack`` covers.
-    """
+def _block_weights(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t, a_log_sum, q_max, q_log_sum,
+                   rejected, excluded, HAS_DRAFT: tl.constexpr, FULL: tl.constexpr, BLOCK: tl.constexpr):
+    """``log2 w`` over columns ``first_col + [0, BLOCK)``: ``_block_race``'s weight expressions
+    (residual, bonus or point-mass), NaN-free, ``-inf`` outside the row."""
     cols = first_col + tl.arange(0, BLOCK)
     xt = _load_block(t_row_ptr, cols, vocab_size, FULL)
     a = log2_prob(xt, row_max, inv_t, a_log_sum)
@@ -191,13 +177,79 @@ def _block_bounds(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t, a
         log_w = _no_nan(a)
         if (excluded >= first_col) & (excluded < first_col + BLOCK):  # one block holds the rejected token
             log_w = tl.where(cols == excluded, NEG_INF, log_w)
-    u = _race_uniforms(seed, first_col, position, BLOCK)
-    upper_scores = log_w - fast_log2(u)
-    upper = tl.max(upper_scores, axis=0)
-    if upper > tl.max(log_w, axis=0) + SERIES_BITS:
-        lower = upper - SERIES_SLACK
+    return log_w
+
+
+@triton.jit
+def _word_columns(values, BLOCK: tl.constexpr):
+    """``values`` (``BLOCK`` columns) as four ``BLOCK / 4`` blocks: columns ``4 q + j`` for j = 0..3,
+    the columns Philox word ``j`` of quad ``q`` serves. Undoes the race's interleave on the logit side
+    (a reshape and two splits within each thread) instead of building it on the Philox side."""
+    even, odd = tl.split(tl.reshape(values, (BLOCK // 4, 2, 2)))  # columns 4q + {0, 2} and 4q + {1, 3}
+    c0, c2 = tl.split(even)
+    c1, c3 = tl.split(odd)
+    return c0, c1, c2, c3
+
+
+@triton.jit
+def _word_bounds(log_w, bits, LOG_LOWER: tl.constexpr):
+    """Per column: ``log2 w - log2 u`` (at least the column's race score, since ``E >= u``) and,
+    with ``LOG_LOWER``, ``log2 w - log2 u + log2(1 - u)`` (at most it, since ``E <= u / (1 - u)``)."""
+    u = uniform_from_bits(bits)
+    upper = log_w - fast_log2(u)
+    lower = upper
+    if LOG_LOWER:
+        lower = upper + fast_log2(1.0 - u)
+    return upper, lower
+
+
+@triton.jit
+def _quad_score(t_row_ptr, q_row_ptr, quad_col, vocab_size, row_max, inv_t, a_log_sum, q_max, q_log_sum,
+                rejected, excluded, seed, position, HAS_DRAFT: tl.constexpr):
+    """The best race score of the four columns from ``quad_col`` (a multiple of 4): ``log2 w -
+    log2 E`` with the race's expressions, one Philox call."""
+    log_w = _block_weights(t_row_ptr, q_row_ptr, quad_col, vocab_size, row_max, inv_t, a_log_sum, q_max,
+                           q_log_sum, rejected, excluded, HAS_DRAFT, False, 4)
+    return tl.max(_no_nan(log_w - _log2_noise(seed, quad_col, position, 4)), axis=0)
+
+
+@triton.jit
+def _block_bounds(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t, a_log_sum, q_max, q_log_sum,
+                  rejected, excluded, seed, position, HAS_DRAFT: tl.constexpr, FULL: tl.constexpr,
+                  BLOCK: tl.constexpr):
+    """``(upper, lower)``: bounds of the best race score of one block of a sampled request's race.
+
+    ``E = -log1p(-u)`` lies in ``[u, u / (1 - u)]`` (the race's float32 ``E`` keeps this to within
+    its error, which the callers' ``score_slack`` covers), so ``upper = max (log2 w - log2 u)`` is at
+    least every score of the block, for one ``log2`` per column where a score costs the polynomial,
+    two logs and a select more. ``lower`` is a score some column reaches at least:
+
+    - float32 logits: ``max (log2 w - log2 u + log2(1 - u))``, in the same pass;
+    - 16-bit logits: the best exact score of the quad of columns that attains ``upper`` (its index
+      from the reduction, its four columns raced again).
+
+    The two differ because each was the faster on the H200 for its dtype (v23 log, docs/kernels.md;
+    16-bit logits are issue-bound, float32 ones memory-bound). The block is taken in the Philox
+    words' column order (``_word_columns``), so nothing is interleaved, and nothing of it stays live
+    past the reductions.
+    """
+    log_w = _block_weights(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t, a_log_sum, q_max,
+                           q_log_sum, rejected, excluded, HAS_DRAFT, FULL, BLOCK)
+    LOG_LOWER: tl.constexpr = t_row_ptr.dtype.element_ty == tl.float32
+    w0, w1, w2, w3 = philox_words(seed, first_col // 4 + tl.arange(0, BLOCK // 4), position, SAMPLE_STREAM)
+    l0, l1, l2, l3 = _word_columns(log_w, BLOCK)
+    s0, m0 = _word_bounds(l0, w0, LOG_LOWER)
+    s1, m1 = _word_bounds(l1, w1, LOG_LOWER)
+    s2, m2 = _word_bounds(l2, w2, LOG_LOWER)
+    s3, m3 = _word_bounds(l3, w3, LOG_LOWER)
+    quad_upper = tl.maximum(tl.maximum(s0, s1), tl.maximum(s2, s3))
+    if LOG_LOWER:
+        upper = tl.max(quad_upper, axis=0)
+        lower = tl.max(tl.maximum(tl.maximum(m0, m1), tl.maximum(m2, m3)), axis=0)
     else:
-        lower = tl.max(upper_scores + fast_log2(1.0 - u), axis=0)
+        upper, quad = tl.max(quad_upper, axis=0, return_indices=True, return_indices_tie_break_left=True)
+        lower = _quad_score(t_row_ptr, q_row_ptr, first_col + 4 * quad, vocab_size, row_max, inv_t, a_log_sum,
+                            q_max, q_log_sum, rejected, excluded, seed, position, HAS_DRAFT)
     return upper, lower
 
 
