@@ -28,12 +28,12 @@ TINY_UNIFORM_SEED, TINY_UNIFORM_INDEX, TINY_UNIFORM_VOCAB = 49605, 794, 1024
 HIGH_ETA_SEED = 1151
 
 
-def _case(target, draft, ids, lengths, seeds, method, label, temperatures=None) -> Case:
+def _case(target, draft, ids, lengths, seeds, method, label, temperatures=None, dtype=torch.float32) -> Case:
     cu = torch.tensor(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
     num_reqs = len(lengths)
     batch = VerifyBatch(
-        target_logits=torch.tensor(np.asarray(target, dtype=np.float32)),
-        draft_logits=None if draft is None else torch.tensor(np.asarray(draft, dtype=np.float32)),
+        target_logits=torch.tensor(np.asarray(target, dtype=np.float32)).to(dtype),
+        draft_logits=None if draft is None else torch.tensor(np.asarray(draft, dtype=np.float32)).to(dtype),
         draft_token_ids=torch.tensor(np.asarray(ids, dtype=np.int64)),
         cu_num_draft_tokens=cu,
         temperature=torch.tensor(temperatures or [1.0] * num_reqs, dtype=torch.float32),
@@ -317,15 +317,26 @@ def race_order_design() -> tuple[tuple[int, float], ...]:
     return tuple((int(seed), float(r)) for seed, r in zip(seeds[picked], log_ratio, strict=True))
 
 
-def race_order_case(method: str) -> Case:
-    """The design above: the oracle emits W for every request; ranking blocks by bound emits L."""
+def race_order_log_ratios(dtype: torch.dtype = torch.float32) -> list[float]:
+    """The design's ``log (w_L / w_W)`` as logits of ``dtype`` hold them (L's logit; W's is 0)."""
+    ratios = torch.tensor([r for _, r in race_order_design()], dtype=torch.float32).to(dtype)
+    return ratios.float().tolist()
+
+
+def race_order_case(method: str, dtype: torch.dtype = torch.float32) -> Case:
+    """The design above, logits in ``dtype``: the oracle emits W for every request; ranking blocks by
+    bound emits L. A 16-bit copy exists because our pruned race bounds 16-bit blocks by other code
+    than float32 ones (kernels/residual_sample.py ``_block_bounds``)."""
     design = race_order_design()
     target = np.full((len(design), RACE_ORDER_VOCAB), -40.0)
     target[:, RACE_ORDER_WINNER] = 0.0
-    target[:, RACE_ORDER_LOSER] = [log_ratio for _, log_ratio in design]
+    target[:, RACE_ORDER_LOSER] = race_order_log_ratios(dtype)
     seeds = [seed for seed, _ in design]
-    return _case(target, np.zeros((0, RACE_ORDER_VOCAB)), [], [0] * len(design), seeds, method,
-                 "crafted: race winner whose bound w / u is below the runner-up's, in a later block")
+    label = "crafted: race winner whose bound w / u is below the runner-up's, in a later block"
+    if dtype != torch.float32:
+        label += f" ({str(dtype).removeprefix('torch.')})"
+    return _case(target, np.zeros((0, RACE_ORDER_VOCAB)), [], [0] * len(design), seeds, method, label,
+                 dtype=dtype)
 
 
 def crafted_cases(methods, dtypes=frozenset({torch.float32})) -> list[Case]:
@@ -334,6 +345,7 @@ def crafted_cases(methods, dtypes=frozenset({torch.float32})) -> list[Case]:
     if not methods:
         return []
     cases = [tiny_uniform_case(methods[0]), race_order_case(methods[0])]
+    cases += [race_order_case(methods[0], d) for d in (torch.bfloat16, torch.float16) if d in dtypes]
     if "token" in methods:
         cases += [empty_residual_case(), shared_mode_case(), ulp_mode_case(), deep_tail_case()]
     if "block" in methods:

@@ -144,23 +144,32 @@ def test_close_draft_seeds_still_move_every_request_with_a_wrong_scale_of_z(dtyp
             wrong.output_token_ids.tolist(), wrong.num_emitted.tolist()), (dtype, r, seed)
 
 
-def test_race_order_case_wins_by_score_and_loses_by_bound():
-    """Every request of the race-order case emits the winner W in the float64 oracle, by a score
-    margin far outside the race tie tolerance, while the runner-up L has the larger bound w / u by
-    a margin far outside any pruning slack: ranking blocks by that bound picks L. L's column is the
-    lower one (its block comes first)."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_race_order_case_wins_by_score_and_loses_by_bound(dtype):
+    """Every request of the race-order case, with its logits in ``dtype``, emits the winner W in the
+    float64 oracle, by a score margin far outside the race tie tolerance, while the runner-up L has
+    the larger bound w / u by a margin far outside any pruning slack: ranking blocks by that bound
+    picks L. L's column is the lower one (its block comes first)."""
     from harness.cases import build_batch
     from harness.oracle import reference_draws, run_reference
 
     assert crafted.RACE_ORDER_LOSER < crafted.RACE_ORDER_WINNER
-    case = crafted.race_order_case("token")
+    case = crafted.race_order_case("token", dtype)
     batch = build_batch(case)
+    assert batch.target_logits.dtype == dtype
     result = run_reference(batch, *reference_draws(batch))
     assert result.output_token_ids[:, 0].tolist() == [crafted.RACE_ORDER_WINNER] * crafted.RACE_ORDER_REQUESTS
-    assert np.all(np.abs(result.sample_margins) > 0.01)  # the race tie tolerance is 1e-4
-    for r, (seed, log_ratio) in enumerate(crafted.race_order_design()):
+    assert np.all(np.abs(result.sample_margins) > 0.005)  # the race tie tolerance is 1e-4
+    for r, ((seed, _), log_ratio) in enumerate(zip(crafted.race_order_design(),
+                                                   crafted.race_order_log_ratios(dtype), strict=True)):
         u = rng.sampling_uniforms([seed], [0], [0, 0], crafted.RACE_ORDER_VOCAB)[0].astype(np.float64)
         u_win, u_lose = u[crafted.RACE_ORDER_WINNER], u[crafted.RACE_ORDER_LOSER]
         assert max(u_win, u_lose) < 0.115  # below 1/8 with room: both blocks claim "bound - slack"
         bound_gap = (log_ratio - np.log(u_lose)) - (0.0 - np.log(u_win))
-        assert bound_gap > 0.01, (r, seed, bound_gap)  # nats; pruning slack is ~1e-3
+        assert bound_gap > 0.005, (r, seed, bound_gap)  # nats; pruning slack is ~1e-3
+
+
+def test_race_order_case_has_a_16bit_copy_per_claimed_dtype():
+    labels = [c.label for c in crafted.crafted_cases({"token"}, {torch.float32, torch.bfloat16})]
+    assert sum("race winner" in label for label in labels) == 2
+    assert any(label.endswith("(bfloat16)") for label in labels)
