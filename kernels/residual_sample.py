@@ -228,8 +228,8 @@ def _block_bounds(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t, a
     - 16-bit logits: the best exact score of the quad of columns that attains ``upper`` (its index
       from the reduction, its four columns raced again).
 
-    The two differ because each was the faster on the H200 for its dtype (v23 log, docs/kernels.md;
-    16-bit logits are issue-bound, float32 ones memory-bound). The block is taken in the Philox
+    The two differ only because each was the faster on the H200 for its dtype (v23 log,
+    docs/kernels.md); either is a valid bound for any dtype. The block is taken in the Philox
     words' column order (``_word_columns``), so nothing is interleaved, and nothing of it stays live
     past the reductions.
     """
