@@ -159,14 +159,14 @@ def test_race_order_case_wins_by_score_and_loses_by_bound(dtype):
     assert batch.target_logits.dtype == dtype
     result = run_reference(batch, *reference_draws(batch))
     assert result.output_token_ids[:, 0].tolist() == [crafted.RACE_ORDER_WINNER] * crafted.RACE_ORDER_REQUESTS
-    assert np.all(np.abs(result.sample_margins) > 0.005)  # the race tie tolerance is 1e-4
+    assert np.all(np.abs(result.sample_margins) > 0.01)  # the race tie tolerance is 1e-4
     for r, ((seed, _), log_ratio) in enumerate(zip(crafted.race_order_design(),
                                                    crafted.race_order_log_ratios(dtype), strict=True)):
         u = rng.sampling_uniforms([seed], [0], [0, 0], crafted.RACE_ORDER_VOCAB)[0].astype(np.float64)
         u_win, u_lose = u[crafted.RACE_ORDER_WINNER], u[crafted.RACE_ORDER_LOSER]
-        assert max(u_win, u_lose) < 0.115  # below 1/8 with room: both blocks claim "bound - slack"
+        assert max(u_win, u_lose) < 0.115  # the design's window: both uniforms below 1/8 with room
         bound_gap = (log_ratio - np.log(u_lose)) - (0.0 - np.log(u_win))
-        assert bound_gap > 0.005, (r, seed, bound_gap)  # nats; pruning slack is ~1e-3
+        assert bound_gap > 0.01, (r, seed, bound_gap)  # nats; pruning slack is ~1e-3
 
 
 def test_race_order_case_has_a_16bit_copy_per_claimed_dtype():
