@@ -206,11 +206,11 @@ def _word_bounds(log_w, bits, LOG_LOWER: tl.constexpr):
 @triton.jit
 def _quad_score(t_row_ptr, q_row_ptr, quad_col, vocab_size, row_max, inv_t, a_log_sum, q_max, q_log_sum,
                 rejected, excluded, seed, position, HAS_DRAFT: tl.constexpr):
-    """The best race score of the four columns from ``quad_col`` (a multiple of 4): ``log2 w -
-    log2 E`` with the race's expressions, one Philox call."""
-    log_w = _block_weights(t_row_ptr, q_row_ptr, quad_col, vocab_size, row_max, inv_t, a_log_sum, q_max,
-                           q_log_sum, rejected, excluded, HAS_DRAFT, False, 4)
-    return tl.max(_no_nan(log_w - _log2_noise(seed, quad_col, position, 4)), axis=0)
+    """The best race score of the four columns from ``quad_col`` (a multiple of 4): ``_block_race``
+    itself on a four-column block (masked, one Philox call)."""
+    best, _ = _block_race(t_row_ptr, q_row_ptr, quad_col, vocab_size, row_max, inv_t, a_log_sum, q_max,
+                          q_log_sum, rejected, excluded, seed, position, HAS_DRAFT, False, 4)
+    return best
 
 
 @triton.jit
