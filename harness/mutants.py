@@ -243,9 +243,12 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m(
         "greedy-last-index-tie",
         "BUGS#12",
-        "row_stats.py",
-        "tl.store(blk_arg_ptr + out, tl.min(tl.where(finite == best, cols, vocab_size + BLOCK_V), axis=0))",
-        "tl.store(blk_arg_ptr + out, tl.max(tl.where(finite == best, cols, -1), axis=0))",
+        "decide.py",
+        "        lowest = tl.minimum(lowest, tl.where(inside & (x == row_max[:, None]), cols, none))\n"
+        "    arg = tl.min(lowest, axis=1)\n",
+        "        lowest = tl.where(inside & (x == row_max[:, None]), cols, lowest)\n"
+        "    arg = tl.max(tl.where(lowest == none, -1, lowest), axis=1)\n"
+        "    arg = tl.where(arg < 0, none, arg)\n",
         "greedy argmax ties go to the LAST index of a block instead of the first",
         (COUPLED,),
     ),

@@ -62,8 +62,9 @@ def clipped_log_ratio_step(log_p, log_b, log_q):
 @triton.jit
 def _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr, first_row, num_rows, num_vblocks, inv_t,
                        ROWS: tl.constexpr, NVB: tl.constexpr, CACHE: tl.constexpr):
-    """Row max, log sum exp at ``inv_t`` and lowest argmax of ``num_rows`` rows from block partials
-    (``CACHE``: the loads' cache modifier, ``.cg`` when other programs of this launch wrote them).
+    """Row max, log sum exp at ``inv_t`` and the first block attaining the max (``NVB`` if none: an
+    all-NaN row) of ``num_rows`` rows from block partials (``CACHE``: the loads' cache modifier,
+    ``.cg`` when other programs of this launch wrote them).
 
     The log sum is ``log1p(tail)``: the first max block adds its tail, every other block its full
     sum, so the row max's own 1 is never added to a tail it would swallow."""
@@ -73,15 +74,36 @@ def _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr, first_row, num_ro
     offs = (first_row + rows)[:, None] * num_vblocks + vbs[None, :]
     blk_max = tl.load(blk_max_ptr + offs, mask=mask, other=NEG_INF, cache_modifier=CACHE)
     blk_tail = tl.load(blk_tail_ptr + offs, mask=mask, other=-1.0, cache_modifier=CACHE)
-    blk_arg = tl.load(blk_arg_ptr + offs, mask=mask, other=0, cache_modifier=CACHE)
     row_max = tl.max(blk_max, axis=1)
     rescale = tl.where(blk_max == NEG_INF, 0.0, tl.exp((blk_max - row_max[:, None]) * inv_t))
     first_best = tl.min(tl.where(blk_max == row_max[:, None], vbs[None, :], NVB), axis=1)
     at_first = vbs[None, :] == first_best[:, None]
     row_tail = tl.sum(tl.where(at_first, blk_tail, (blk_tail + 1.0) * rescale), axis=1)
     row_log_sum = log1p(row_tail)
-    row_arg = tl.sum(tl.where(at_first, blk_arg, 0), axis=1)
-    return row_max, row_log_sum, row_arg
+    return row_max, row_log_sum, first_best
+
+
+@triton.jit
+def _greedy_argmax(target_ptr, target_stride, first_row, num_rows, first_block, row_max, vocab_size,
+                   ROWS: tl.constexpr, MODE_BLOCK: tl.constexpr):
+    """The lowest column of each of ``num_rows`` rows from ``first_row`` that holds its max
+    ``row_max``, read from the row's first pass-1 block attaining it (``first_block``; ``MODE_BLOCK``
+    = that pass's block width), ``DEEP_BLOCK`` columns a step; 0 where no column does (an all-NaN
+    row). NaN never equals the max (pass 1's max ignores NaN), so this is the lowest index of the
+    largest non-NaN logit, and of an all ``-inf`` row its first column."""
+    rows = tl.arange(0, ROWS)
+    start = first_block * MODE_BLOCK
+    live = (rows < num_rows) & (start < vocab_size)
+    row_ptrs = target_ptr + (first_row + rows).to(tl.int64) * target_stride
+    none = vocab_size + MODE_BLOCK + DEEP_BLOCK  # above every column a step can name
+    lowest = tl.full((ROWS, DEEP_BLOCK), 0, tl.int32) + none
+    for offset in range(0, MODE_BLOCK, DEEP_BLOCK):
+        cols = (start + offset)[:, None] + tl.arange(0, DEEP_BLOCK)[None, :]
+        inside = live[:, None] & (cols < vocab_size)
+        x = tl.load(row_ptrs[:, None] + cols, mask=inside, other=NEG_INF).to(tl.float32)
+        lowest = tl.minimum(lowest, tl.where(inside & (x == row_max[:, None]), cols, none))
+    arg = tl.min(lowest, axis=1)
+    return tl.where(arg == none, 0, arg)
 
 
 @triton.jit
@@ -155,8 +177,12 @@ def decide_request(req, num_reqs, target_ptr, draft_ptr, target_stride, draft_st
     wait_for_previous(PDL)
 
     if COMBINE:
-        t_max, t_log_sum, t_arg = _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr, target_row0,
-                                                     k + 1, num_vblocks, inv_t, ROWS, NVB, CACHE)
+        t_max, t_log_sum, t_first = _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr, target_row0,
+                                                       k + 1, num_vblocks, inv_t, ROWS, NVB, CACHE)
+        t_arg = rows * 0
+        if greedy:  # the argmax is read from the logits (pass 1 keeps none: kernels/row_stats.py)
+            t_arg = _greedy_argmax(target_ptr, target_stride, target_row0, k + 1, t_first, t_max, vocab_size,
+                                   ROWS, MODE_BLOCK)
         tl.store(row_max_ptr + t_stat, t_max, mask=rows <= k)
         tl.store(row_log_sum_ptr + t_stat, t_log_sum, mask=rows <= k)
         tl.store(row_arg_ptr + t_stat, t_arg, mask=rows <= k)

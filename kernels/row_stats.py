@@ -7,7 +7,10 @@ greedy rows (``T == 0``: raw logits, which is what greedy logprobs need):
 - ``blk_tail[n, j]`` ``sum exp((x - blk_max) * s) - 1``, summed without the max's own 1 (so a
                     tail below float32's epsilon survives: near-one-hot rows at tiny temperatures);
                     ``-1`` for an all ``-inf`` block;
-- ``blk_arg[n, j]``  greedy rows only: the lowest index attaining ``blk_max`` (ties to the lowest index).
+
+Greedy rows' argmax is not taken here: decide finds it in the row's first block attaining the row
+max (``decide._greedy_argmax``). Here it cost every program its code even where no row is greedy:
+H200, 512 x 9 x 262144 bf16 rows, all sampled, 612.8 -> 568.2 us without it (docs/kernels.md, v24).
 
 Scaling the difference ``x - max`` rather than ``x`` itself keeps tiny temperatures (1e-8) exact to
 float32 rounding of the difference. Rows are ``[0, num_target_rows)`` target then draft rows. A tiny
@@ -184,13 +187,6 @@ def block_statistics(row, vblock, target_ptr, draft_ptr, target_stride, draft_st
     out = row * num_vblocks + vblock
     tl.store(blk_max_ptr + out, block_max)
     tl.store(blk_tail_ptr + out, block_tail)
-    if greedy:  # the argmax costs ALU; only greedy rows read it
-        # The lowest index of the largest non-NaN logit (NaN reads as -inf, so it never wins; an
-        # all -inf block names its first lane). A max then a min reduction: the same time as
-        # tl.argmax on the H200, and no special case for blocks without a finite value.
-        finite = tl.where(x == x, x, NEG_INF)
-        best = tl.max(finite, axis=0)
-        tl.store(blk_arg_ptr + out, tl.min(tl.where(finite == best, cols, vocab_size + BLOCK_V), axis=0))
 
 
 def launch_row_table(ws, cu, temperature, num_reqs, num_target_rows, variant=None, pdl=False):
