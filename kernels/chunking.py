@@ -19,7 +19,9 @@ import torch
 from kernels.launch import current_raw_stream, device_index
 
 # float32/int32 words the workspace holds, per unit (see Workspace.allocate).
-_WORDS_PER_ROW_BLOCK = 3  # blk_max, blk_tail, blk_arg, for every target and draft row
+# blk_max, blk_tail, blk_arg, for every target and draft row (blk_arg is allocated but unwritten since
+# v24, when the greedy argmax moved from pass 1 to decide; the kernels still take its pointer)
+_WORDS_PER_ROW_BLOCK = 3
 _WORDS_PER_ROW = 5  # row_max, row_log_sum, row_arg, row_scale, row_req
 _WORDS_PER_DRAFT_BLOCK = 1  # z_part
 _WORDS_PER_DRAFT = 1  # logp_before

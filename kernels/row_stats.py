@@ -209,7 +209,8 @@ def bind_row_table(ws, num_reqs, num_target_rows, variant):
 def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs, block_v, variant=None,
                      table_written=False, pdl=False):
     """Fill the row table (unless ``table_written``: the value summary did), then
-    ``ws.blk_max/blk_tail/blk_arg`` for target rows then draft rows. ``pdl``: pass 1 is a dependent
+    ``ws.blk_max/blk_tail`` for target rows then draft rows (``ws.blk_arg`` is not written since v24:
+    decide finds greedy rows' argmax). ``pdl``: pass 1 is a dependent
     launch after the table (after the summary it is the chunk's first kernel: a plain launch)."""
     num_target_rows, vocab_size = target_logits.shape
     num_draft_rows = 0 if draft_logits is None else draft_logits.shape[0]
