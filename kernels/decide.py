@@ -60,7 +60,7 @@ def clipped_log_ratio_step(log_p, log_b, log_q):
 
 
 @triton.jit
-def _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr, first_row, num_rows, num_vblocks, inv_t,
+def _combine_row_stats(blk_max_ptr, blk_tail_ptr, first_row, num_rows, num_vblocks, inv_t,
                        ROWS: tl.constexpr, NVB: tl.constexpr, CACHE: tl.constexpr):
     """Row max, log sum exp at ``inv_t`` and the first block attaining the max (``NVB`` if none: an
     all-NaN row) of ``num_rows`` rows from block partials (``CACHE``: the loads' cache modifier,
@@ -177,7 +177,7 @@ def decide_request(req, num_reqs, target_ptr, draft_ptr, target_stride, draft_st
     wait_for_previous(PDL)
 
     if COMBINE:
-        t_max, t_log_sum, t_first = _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr, target_row0,
+        t_max, t_log_sum, t_first = _combine_row_stats(blk_max_ptr, blk_tail_ptr, target_row0,
                                                        k + 1, num_vblocks, inv_t, ROWS, NVB, CACHE)
         t_arg = rows * 0
         if greedy:  # the argmax is read from the logits (pass 1 keeps none: kernels/row_stats.py)
@@ -187,7 +187,7 @@ def decide_request(req, num_reqs, target_ptr, draft_ptr, target_stride, draft_st
         tl.store(row_log_sum_ptr + t_stat, t_log_sum, mask=rows <= k)
         tl.store(row_arg_ptr + t_stat, t_arg, mask=rows <= k)
         if HAS_DRAFT:
-            q_max, q_log_sum, _ = _combine_row_stats(blk_max_ptr, blk_tail_ptr, blk_arg_ptr,
+            q_max, q_log_sum, _ = _combine_row_stats(blk_max_ptr, blk_tail_ptr,
                                                      num_target_rows + draft_row0, k, num_vblocks, inv_t,
                                                      ROWS, NVB, CACHE)
             tl.store(row_max_ptr + q_stat, q_max, mask=slot)
