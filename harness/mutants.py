@@ -244,12 +244,10 @@ CATALOGUE: tuple[Mutant, ...] = (
         "greedy-last-index-tie",
         "BUGS#12",
         "decide.py",
-        "        lowest = tl.minimum(lowest, tl.where(inside & (x == row_max[:, None]), cols, none))\n"
-        "    arg = tl.min(lowest, axis=1)\n",
-        "        lowest = tl.where(inside & (x == row_max[:, None]), cols, lowest)\n"
-        "    arg = tl.max(tl.where(lowest == none, -1, lowest), axis=1)\n"
-        "    arg = tl.where(arg < 0, none, arg)\n",
-        "greedy argmax ties go to the LAST index of a block instead of the first",
+        "        found = tl.min(tl.where(inside & (x == row_max), cols, none), axis=0)\n",
+        "        found = tl.max(tl.where(inside & (x == row_max), cols, -1), axis=0)\n"
+        "        found = tl.where(found < 0, none, found)\n",
+        "greedy argmax ties go to the LAST index of a scan step instead of the first",
         (COUPLED,),
     ),
     _m(
@@ -259,6 +257,16 @@ CATALOGUE: tuple[Mutant, ...] = (
         "first_best = tl.min(tl.where(blk_max == row_max[:, None], vbs[None, :], NVB), axis=1)",
         "first_best = tl.max(tl.where(blk_max == row_max[:, None], vbs[None, :], -1), axis=1)",
         "greedy argmax ties across vocab blocks go to the last block",
+        (COUPLED,),
+    ),
+    _m(
+        "greedy-scan-stops-before-tau",
+        "BUGS#4",
+        "decide.py",
+        "scanned = tl.min(tl.where(slot & ~may_accept, rows, k), axis=0) + 1",
+        "scanned = tl.min(tl.where(slot & ~may_accept, rows, k), axis=0)",
+        "greedy argmax read for the rows before the first draft that cannot hold the max, not that row: "
+        "its emission names a column that is not its argmax",
         (COUPLED,),
     ),
     _m(

@@ -31,7 +31,7 @@ probability 0: it is never accepted.
 
 from __future__ import annotations
 
-import kernels._device  # noqa: F401
+import kernels._device
 import triton
 import triton.language as tl
 
@@ -83,44 +83,62 @@ def _combine_row_stats(blk_max_ptr, blk_tail_ptr, first_row, num_rows, num_vbloc
     return row_max, row_log_sum, first_best
 
 
+# Columns a step of a one-row scan: 8 a thread at 8 warps; under the interpreter a quarter of its
+# 256-wide blocks, so the tests take the scan through several steps and its early stop.
+GREEDY_SCAN = tl.constexpr(64 if kernels._device.INTERPRETING else 2048)
+
+
+@triton.jit
+def _lowest_max_column(row_ptr, start, row_max, vocab_size, none, MODE_BLOCK: tl.constexpr):
+    """The lowest column in ``[start, start + MODE_BLOCK)`` (and below ``vocab_size``) of the row at
+    ``row_ptr`` whose logit equals ``row_max``; ``none`` (above every such column) if none does. NaN
+    never equals the max. Steps of ``GREEDY_SCAN`` columns; the scan stops at the first step with a
+    hit, since later steps only hold higher columns.
+
+    One row at a time, not a ``[rows, columns]`` tile: decide's registers are set by its widest
+    path, and a ``[16, 512]`` tile here took the whole kernel to ~125 registers (sm_90, offline)
+    where it needs ~60 without the scan, halving the decide programs an SM holds (v25 log)."""
+    SCAN: tl.constexpr = MODE_BLOCK if MODE_BLOCK < GREEDY_SCAN else GREEDY_SCAN
+    found = none
+    offset = 0
+    while (offset < MODE_BLOCK) & (found == none):
+        cols = start + offset + tl.arange(0, SCAN)
+        inside = cols < vocab_size
+        x = tl.load(row_ptr + cols, mask=inside, other=NEG_INF).to(tl.float32)
+        found = tl.min(tl.where(inside & (x == row_max), cols, none), axis=0)
+        offset += SCAN
+    return found
+
+
 @triton.jit
 def _greedy_argmax(target_ptr, target_stride, first_row, num_rows, first_block, row_max, vocab_size,
                    ROWS: tl.constexpr, MODE_BLOCK: tl.constexpr):
-    """The lowest column of each of ``num_rows`` rows from ``first_row`` that holds its max
-    ``row_max``, read from the row's first pass-1 block attaining it (``first_block``; ``MODE_BLOCK``
-    = that pass's block width), ``DEEP_BLOCK`` columns a step; 0 where no column does (an all-NaN
-    row). NaN never equals the max (pass 1's max ignores NaN), so this is the lowest index of the
-    largest non-NaN logit, and of an all ``-inf`` row its first column."""
+    """For each of the first ``num_rows`` rows from ``first_row``: the lowest column holding its max
+    ``row_max``, read from its first pass-1 block attaining it (``first_block``; ``MODE_BLOCK`` = that
+    pass's block width); 0 where no column does (an all-NaN row). NaN never equals the max (pass 1's
+    max ignores NaN), so this is the lowest index of the largest non-NaN logit, and of an all
+    ``-inf`` row its first column. Rows from ``num_rows`` on get -1, which no draft id equals."""
     rows = tl.arange(0, ROWS)
-    start = first_block * MODE_BLOCK
-    live = (rows < num_rows) & (start < vocab_size)
-    row_ptrs = target_ptr + (first_row + rows).to(tl.int64) * target_stride
-    none = vocab_size + MODE_BLOCK + DEEP_BLOCK  # above every column a step can name
-    lowest = tl.full((ROWS, DEEP_BLOCK), 0, tl.int32) + none
-    for offset in range(0, MODE_BLOCK, DEEP_BLOCK):
-        cols = (start + offset)[:, None] + tl.arange(0, DEEP_BLOCK)[None, :]
-        inside = live[:, None] & (cols < vocab_size)
-        x = tl.load(row_ptrs[:, None] + cols, mask=inside, other=NEG_INF).to(tl.float32)
-        lowest = tl.minimum(lowest, tl.where(inside & (x == row_max[:, None]), cols, none))
-    arg = tl.min(lowest, axis=1)
-    return tl.where(arg == none, 0, arg)
+    none = vocab_size + MODE_BLOCK  # above every column a scan can name
+    arg = tl.where(rows < num_rows, 0, -1)
+    for r in range(0, num_rows):
+        row_ptr = target_ptr + (first_row + r).to(tl.int64) * target_stride
+        found = _lowest_max_column(row_ptr, _pick(first_block, rows, r) * MODE_BLOCK, _pick(row_max, rows, r),
+                                   vocab_size, none, MODE_BLOCK)
+        arg = tl.where(rows == r, tl.where(found == none, 0, found), arg)
+    return arg
 
 
 @triton.jit
 def _row_mode(row_ptr, blk_max_ptr, stat_row, num_vblocks, vocab_size, row_max, NVB: tl.constexpr,
               MODE_BLOCK: tl.constexpr, CACHE: tl.constexpr):
     """Lowest column holding ``row_max``, read from the row's first pass-1 block whose max it is
-    (``MODE_BLOCK`` = that pass's block width), ``DEEP_BLOCK`` columns at a time."""
+    (``MODE_BLOCK`` = that pass's block width); ``vocab_size`` if none."""
     vbs = tl.arange(0, NVB)
     blk_max = tl.load(blk_max_ptr + stat_row * num_vblocks + vbs, mask=vbs < num_vblocks, other=NEG_INF,
                       cache_modifier=CACHE)
     first = tl.min(tl.where(blk_max == row_max, vbs, NVB), axis=0)
-    mode = vocab_size + first * 0
-    for offset in range(0, MODE_BLOCK, DEEP_BLOCK):
-        cols = first * MODE_BLOCK + offset + tl.arange(0, DEEP_BLOCK)
-        x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=NEG_INF).to(tl.float32)
-        mode = tl.minimum(mode, tl.min(tl.where(x == row_max, cols, vocab_size), axis=0))
-    return mode
+    return _lowest_max_column(row_ptr, first * MODE_BLOCK, row_max, vocab_size, vocab_size, MODE_BLOCK)
 
 
 @triton.jit
@@ -181,8 +199,13 @@ def decide_request(req, num_reqs, target_ptr, draft_ptr, target_stride, draft_st
                                                        k + 1, num_vblocks, inv_t, ROWS, NVB, CACHE)
         t_arg = rows * 0
         if greedy:  # the argmax is read from the logits (pass 1 keeps none: kernels/row_stats.py)
-            t_arg = _greedy_argmax(target_ptr, target_stride, target_row0, k + 1, t_first, t_max, vocab_size,
-                                   ROWS, MODE_BLOCK)
+            # Slot s is accepted only if its draft holds the row max (or is column 0, an all-NaN
+            # row's argmax), so tau is at most the first slot whose draft does not: rows after it
+            # need no argmax (their -1 matches no draft id).
+            may_accept = x_ok & ((t_x == t_max) | (x == 0))
+            scanned = tl.min(tl.where(slot & ~may_accept, rows, k), axis=0) + 1
+            t_arg = _greedy_argmax(target_ptr, target_stride, target_row0, scanned, t_first, t_max,
+                                   vocab_size, ROWS, MODE_BLOCK)
         tl.store(row_max_ptr + t_stat, t_max, mask=rows <= k)
         tl.store(row_log_sum_ptr + t_stat, t_log_sum, mask=rows <= k)
         tl.store(row_arg_ptr + t_stat, t_arg, mask=rows <= k)

@@ -69,3 +69,34 @@ def test_greedy_acceptance_uses_the_same_argmax():
     assert num.tolist() == [2, 1, 2, 1, 2]
     assert ids[:, 0].tolist() == [280, 280, 300, 300, VOCAB - 1]
     assert ids[[0, 2, 4], 1].tolist() == [256, 256, 256]  # the bonus row's argmax
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("num_reqs", [5, 3])  # separate launches, and the small-batch single launch
+def test_greedy_rows_up_to_the_first_rejection_all_get_their_argmax(num_reqs):
+    """Decide reads the argmax of a greedy request's rows only up to the first draft that cannot hold
+    its row's max (kernels/decide.py): accepted slots, a rejection at a later tie of the max, and the
+    degenerate rows whose argmax is column 0 (a draft of 0 is accepted there, and the scan must run
+    for it although its logit is not the max)."""
+    rows, _ = _rows(VOCAB)
+    lengths = [3, 3, 2, 2, 2][:num_reqs]
+    batch = make_batch(33, lengths=lengths, vocab=VOCAB, with_draft=False)
+    batch.temperature.zero_()
+    plans = [  # (target rows, drafts, emitted ids)
+        ([0, 5, 1, 6], [300, VOCAB - 1, 280], [300, VOCAB - 1, 280, 256]),
+        ([0, 5, 1, 6], [300, VOCAB - 1, 600], [300, VOCAB - 1, 280]),  # 600 ties the max, 280 is lower
+        ([2, 3, 6], [0, 0], [0, 0, 256]),  # all-NaN, then all -inf: argmax 0, both accepted
+        ([3, 0, 6], [3, 300], [0]),  # all -inf: its draft holds the max, the argmax is 0
+        ([2, 0, 6], [5, 300], [0]),  # all-NaN: a draft other than 0 is rejected
+    ][:num_reqs]
+    row, drafts = 0, []
+    for sources, plan_drafts, _ in plans:
+        for source in sources:
+            batch.target_logits[row] = rows[source].to(batch.target_logits.device)
+            row += 1
+        drafts += plan_drafts
+    batch.draft_token_ids.copy_(torch.tensor(drafts))
+    ids, num, _ = run_kernel(batch, "token")
+    for r, (_, _, emitted) in enumerate(plans):
+        assert num[r].item() == len(emitted), r
+        assert ids[r, : len(emitted)].tolist() == emitted, r
