@@ -50,6 +50,9 @@ def parse_args(argv=None):
     p.add_argument("--draft-data", default="uniform", choices=DRAFT_DATA,
                    help="how drafts relate to the target (make_inputs): the share of block "
                         "verification's second pass that runs depends on it")
+    p.add_argument("--greedy", type=float, default=0.0,
+                   help="share of greedy requests (make_inputs; with --draft-data close their drafts "
+                        "are the argmax, all accepted)")
     p.add_argument("--registers", action="store_true",
                    help="end with the registers and spills of every compiled kernel variant")
     args = p.parse_args(argv)
@@ -71,8 +74,13 @@ def copy_bandwidth() -> float:
 DRAFT_DATA = ("uniform", "close", "every-mass")
 
 
-def make_inputs(reqs, k, vocab, dtype, with_draft, gen, scale=1.0, data="uniform"):
+def make_inputs(reqs, k, vocab, dtype, with_draft, gen, scale=1.0, data="uniform", greedy=0.0):
     """Standard-normal logits times ``scale`` (temperatures in [0.5, 1.5)) on ``gen``'s device.
+
+    ``greedy``: the share of requests made greedy (temperature 0), spread evenly (0.1: every tenth,
+    1: all). Their drafts stay as drawn, except under ``data="close"``, where a greedy request's
+    draft ids are its target rows' argmax: every draft accepted, the most argmax reading decide
+    does (kernels/decide.py). The other requests and all random draws are the same as without.
 
     ``data`` picks the drafts, which decide how much of block verification's second pass runs
     (kernels/decide.py skips the slots whose ``Z`` cannot change the decision):
@@ -107,6 +115,15 @@ def make_inputs(reqs, k, vocab, dtype, with_draft, gen, scale=1.0, data="uniform
         gap = target[target_row].to(dtype).float() - draft.to(dtype).float()
         last = (rows % k) == k - 1
         ids = torch.where(last, gap.argmin(dim=1), gap.argmax(dim=1))
+    if not 0.0 <= greedy <= 1.0:
+        raise ValueError(f"greedy={greedy!r}: expected a share in [0, 1]")
+    if greedy:
+        r = torch.arange(reqs, device=dev)
+        is_greedy = torch.floor((r + 1) * greedy) > torch.floor(r * greedy)
+        temperature = torch.where(is_greedy, 0.0, temperature)
+        if data == "close" and k:
+            best = target[target_row].to(dtype).float().argmax(dim=1)  # the lowest index of the max
+            ids = torch.where(is_greedy.repeat_interleave(k), best, ids)
     return dict(
         target_logits=target.to(dtype), draft_logits=None if draft is None else draft.to(dtype),
         draft_token_ids=ids,
@@ -144,7 +161,8 @@ def bench_one(args, reqs, k, vocab, dtype_name, method, draft_kind, copy_bw, gen
     import triton.testing
 
     dtype = DTYPES[dtype_name]
-    batch = make_inputs(reqs, k, vocab, dtype, draft_kind == "logits", gen, args.logit_scale, args.draft_data)
+    batch = make_inputs(reqs, k, vocab, dtype, draft_kind == "logits", gen, args.logit_scale, args.draft_data,
+                        args.greedy)
     batch_args = call_args(batch)
     lengths = [k] * reqs
     run = lambda: kernels.rejection_sample(*batch_args, method=method)

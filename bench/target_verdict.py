@@ -1,7 +1,7 @@
 """Issue 3's bandwidth target, shape by shape: our time against the 70 % budget and the floors.
 
 Usage (GPU machine): ``PYTHONPATH=. python3 bench/target_verdict.py [--requests 128 512] [--methods ...]
-[--drafts ...] [--draft-data uniform|close|every-mass] [--json F]``.
+[--drafts ...] [--draft-data uniform|close|every-mass] [--greedy SHARE] [--json F]``.
 For every shape of issue 3's grid with >= 128 requests (requests x k {1, 4, 8} x V {32000, 128256,
 151936, 262144} x bf16 / fp32 x token / block x draft logits / point drafts) it runs
 ``bench_kernels.bench_one`` (default path, no-sync path, graph replay, eager ratio) and times three
@@ -140,13 +140,18 @@ def main(argv=None):
     p.add_argument("--drafts", nargs="+", default=["logits", "point"], choices=["logits", "point"])
     p.add_argument("--draft-data", default="uniform", choices=DRAFT_DATA,
                    help="bench_kernels.make_inputs: how the drafts relate to the target")
+    p.add_argument("--greedy", type=float, default=0.0,
+                   help="share of greedy requests (bench_kernels.make_inputs; their rows race nothing, "
+                        "so the floors overstate what they need)")
     p.add_argument("--json", help="write the rows here")
     args = p.parse_args(argv)
-    bench = bench_args(["--rep", str(args.rep), "--skip-memory", "--draft-data", args.draft_data]
+    bench = bench_args(["--rep", str(args.rep), "--skip-memory", "--draft-data", args.draft_data,
+                        "--greedy", str(args.greedy)]
                        + (["--no-eager"] if args.no_eager else []))
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}")
     copy_bw = copy_bandwidth()
-    print(f"copy bandwidth {copy_bw / 1e9:.0f} GB/s; draft data {args.draft_data}", flush=True)
+    print(f"copy bandwidth {copy_bw / 1e9:.0f} GB/s; draft data {args.draft_data}; "
+          f"greedy share {args.greedy}", flush=True)
     largest = max(args.requests) * (4 * max(args.draft_lens) + 1) * max(args.vocabs) * 4
     pool = torch.empty(largest, dtype=torch.uint8, device="cuda")  # floors read it; values do not matter
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -170,8 +175,8 @@ def main(argv=None):
             budget = read_rows * vocab * dtype.itemsize / (0.7 * copy_bw) * 1e6
             pct = row["pct_alg"]  # default path; token: pct_alg == pct1
             pct_nosync = pct * row["us"] / row["us_nosync"]
-            row.update(data=args.draft_data, budget=budget, read=read, noise=noise, both=both, philox=philox,
-                       pct_nosync=pct_nosync,
+            row.update(data=args.draft_data, greedy=args.greedy, budget=budget, read=read, noise=noise,
+                       both=both, philox=philox, pct_nosync=pct_nosync,
                        verdict_nosync=verdict(pct_nosync, read, noise, both, budget),
                        verdict_default=verdict(pct, read, noise, both, budget))
             rows.append(row)
