@@ -264,9 +264,9 @@ CATALOGUE: tuple[Mutant, ...] = (
         "BUGS#4",
         "decide.py",
         "scanned = tl.min(tl.where(slot & ~may_accept, rows, k), axis=0) + 1",
-        "scanned = tl.min(tl.where(slot & ~may_accept, rows, k), axis=0)",
-        "greedy argmax read for the rows before the first draft that cannot hold the max, not that row: "
-        "its emission names a column that is not its argmax",
+        "scanned = tl.min(tl.where(slot & ~may_accept, rows, k + 1), axis=0)",
+        "greedy argmax read for the rows before the first draft that cannot hold the max, not for that "
+        "row (all rows when every draft may be accepted): the rejection emits column 0",
         (COUPLED,),
     ),
     _m(

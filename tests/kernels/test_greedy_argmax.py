@@ -72,18 +72,19 @@ def test_greedy_acceptance_uses_the_same_argmax():
 
 
 @pytest.mark.interpreter
-@pytest.mark.parametrize("num_reqs", [5, 3])  # separate launches, and the small-batch single launch
+@pytest.mark.parametrize("num_reqs", [6, 3])  # separate launches, and the small-batch single launch
 def test_greedy_rows_up_to_the_first_rejection_all_get_their_argmax(num_reqs):
     """Decide reads the argmax of a greedy request's rows only up to the first draft that cannot hold
     its row's max (kernels/decide.py): accepted slots, a rejection at a later tie of the max, and the
     degenerate rows whose argmax is column 0 (a draft of 0 is accepted there, and the scan must run
     for it although its logit is not the max)."""
     rows, _ = _rows(VOCAB)
-    lengths = [3, 3, 2, 2, 2][:num_reqs]
+    lengths = [3, 3, 3, 2, 2, 2][:num_reqs]
     batch = make_batch(33, lengths=lengths, vocab=VOCAB, with_draft=False)
     batch.temperature.zero_()
     plans = [  # (target rows, drafts, emitted ids)
         ([0, 5, 1, 6], [300, VOCAB - 1, 280], [300, VOCAB - 1, 280, 256]),
+        ([0, 5, 1, 6], [300, 5, 280], [300, VOCAB - 1]),  # slot 1's draft is not its row max
         ([0, 5, 1, 6], [300, VOCAB - 1, 600], [300, VOCAB - 1, 280]),  # 600 ties the max, 280 is lower
         ([2, 3, 6], [0, 0], [0, 0, 256]),  # all-NaN, then all -inf: argmax 0, both accepted
         ([3, 0, 6], [3, 300], [0]),  # all -inf: its draft holds the max, the argmax is 0
