@@ -77,7 +77,7 @@ def add_check_cli(subparsers) -> None:
 def run_check(args: argparse.Namespace) -> int:
     import torch
 
-    from harness.contract import capabilities_of
+    from harness.contract import capabilities_of, domain_of
     from harness.plugins import PluginError, load_kernel
     from harness.profiles import PROFILES, active_profile_name
     from harness.properties.base import ERROR, PropertyResult, RunContext
@@ -137,6 +137,8 @@ def run_check(args: argparse.Namespace) -> int:
     ctx = RunContext(
         profile=profile, device=device, seed=seed, kernel_spec=args.kernel, fail_fast=args.fail_fast
     )
+    ctx.extra["domain"] = domain_of(kernel)
+    say("domain: " + " ".join(f"{k}={v}" for k, v in ctx.extra["domain"].items()))
     started, t0 = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
     results = []
     with interrupt_on_sigterm():  # a time limit still gets the summary and the report of what ran

@@ -127,6 +127,10 @@ class Capabilities:
     # mapping), so ``random_draws`` must equal ``reference.rng`` bit for bit. Kernels with their own
     # generator leave this False and are coupled through whatever ``random_draws`` returns.
     philox_layout: bool = False
+    # The kernel's domain: the smallest positive temperature it serves (0.0 stays greedy, see
+    # ``greedy``). Strategies draw no positive temperature below it, fixed cases below it are not run,
+    # and the report states it. vLLM: 0.01 (its SamplingParams raise anything lower).
+    min_temperature: float = 0.0
 
 
 @runtime_checkable
@@ -143,6 +147,20 @@ def capabilities_of(kernel: object) -> Capabilities:
     """The kernel's declared capabilities, or the conservative defaults."""
     caps = getattr(kernel, "capabilities", None)
     return caps if isinstance(caps, Capabilities) else Capabilities()
+
+
+def domain_of(kernel: object) -> dict:
+    """The input domain a run draws from for ``kernel`` (stated in the console and the report)."""
+    caps = capabilities_of(kernel)
+    return {
+        "methods": sorted(getattr(kernel, "methods", ())),
+        "dtypes": sorted(str(d).replace("torch.", "") for d in caps.dtypes),
+        "greedy": caps.greedy,
+        "min_temperature": caps.min_temperature,
+        "point_mass_drafts": caps.point_mass_drafts,
+        "max_vocab": caps.max_vocab,
+        "max_draft_len": caps.max_draft_len,
+    }
 
 
 def has_random_draws(kernel: object) -> bool:

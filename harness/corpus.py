@@ -40,6 +40,11 @@ class Entry:
     # Non-empty: a confirmed, not yet fixed bug (the ledger of known failures). Replay still runs it;
     # CI expects it to fail and fails loudly once it passes, so the mark is removed with the fix.
     known_failure: str = ""
+    # Defects of outside kernels, by kernel name (e.g. "vllm-0.33-mrv2"): the write-up that classifies
+    # the failure (docs/findings/). Replay on that kernel reports a reproduced failure as KNOWN (not a
+    # failure of the run) and a pass as a note (some defects reproduce on one device only); on every
+    # other kernel the entry is an ordinary regression case.
+    known_defects: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         d = {
@@ -53,6 +58,8 @@ class Entry:
         }
         if self.known_failure:
             d["known_failure"] = self.known_failure
+        if self.known_defects:
+            d["known_defects"] = dict(self.known_defects)
         return d
 
     @classmethod
@@ -67,6 +74,7 @@ class Entry:
             properties=list(d.get("properties") or []),
             failure=d.get("failure"),
             known_failure=d.get("known_failure", ""),
+            known_defects=dict(d.get("known_defects") or {}),
         )
 
 
@@ -284,6 +292,7 @@ class ReplayOutcome:
     not_applicable: str = ""
     seconds: float = 0.0
     known_failure: str = ""
+    known_defect: str = ""  # this kernel's classified defect (Entry.known_defects): failing is expected
 
     @property
     def failed(self) -> bool:
@@ -302,6 +311,9 @@ def unclaimed_features(kernel: object, case: Case) -> list[str]:
         missing.append("point-mass drafts")
     if any(t == 0.0 for t in case.temperatures) and not caps.greedy:
         missing.append("greedy rows")
+    low = [t for t in case.temperatures if 0.0 < t < caps.min_temperature]
+    if low:
+        missing.append(f"temperatures {low} (its domain starts at {caps.min_temperature:g})")
     if not any(str(d).endswith(case.dtype) for d in caps.dtypes):
         missing.append(f"dtype {case.dtype}")
     if case.vocab_size > caps.max_vocab:
@@ -365,6 +377,7 @@ def replay_entry(path: str | Path, kernel: object, ctx) -> ReplayOutcome:
 
     entry = load_entry(path)
     outcome = ReplayOutcome(str(path), entry.name, known_failure=entry.known_failure)
+    outcome.known_defect = entry.known_defects.get(getattr(kernel, "name", ""), "")
     missing = unclaimed_features(kernel, entry.case)
     if missing:
         outcome.not_applicable = "kernel does not claim " + ", ".join(missing)
@@ -401,7 +414,7 @@ def _cmd_replay(args) -> int:
     ctx = RunContext(
         PROFILES[args.profile or active_profile_name()], device, args.seed, kernel_spec=args.kernel
     )
-    failed = applicable = 0
+    failed = applicable = known = 0
     for path in files:
         try:
             out = replay_entry(path, kernel, ctx)
@@ -413,18 +426,27 @@ def _cmd_replay(args) -> int:
             print(f"N/A     {out.name}: {out.not_applicable}")
             continue
         applicable += 1
-        if out.failed:
+        if out.failed and out.known_defect:
+            known += 1
+            print(f"KNOWN   {out.name}: a defect of {kernel.name} ({out.known_defect})")
+            for prop, f in out.findings:
+                print(f"        [{prop}] {f.cls} at {f.first_field}: {f.message[:200]}")
+        elif out.failed:
             failed += 1
             for prop, f in out.findings:
                 print(f"FAIL    {out.name} [{prop}] {f.cls} at {f.first_field}: {f.message[:200]}")
             if out.known_failure:
                 print(f"        (known failure: {out.known_failure})")
         else:
+            stale = out.known_failure or out.known_defect
             print(
                 f"pass    {out.name} ({len(out.properties_run)} properties, {out.seconds:.1f} s)"
-                + ("  <- marked known_failure: remove the mark" if out.known_failure else "")
+                + (f"  <- marked a known defect or failure ({stale}): remove the mark" if stale else "")
             )
-    print(f"replay: {applicable} applicable entries of {len(files)}, {failed} failed (kernel {args.kernel})")
+    print(
+        f"replay: {applicable} applicable entries of {len(files)}, {failed} failed, {known} known defects "
+        f"of this kernel reproduced (kernel {args.kernel})"
+    )
     return 1 if failed else 0
 
 

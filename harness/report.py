@@ -95,6 +95,8 @@ def build_report(
         "properties": [r.to_json() for r in results],
         "coverage": ctx.extra.get("coverage", {}),
     }
+    if ctx.extra.get("domain"):
+        report["domain"] = ctx.extra["domain"]
     if ctx.extra.get("acceptance"):
         report["acceptance"] = ctx.extra["acceptance"]
     return report

@@ -64,6 +64,7 @@ class CaseSpace:
     dtypes: tuple[str, ...] = ("float32",)
     families: tuple[str, ...] = FAMILIES
     temperature_bands: tuple[str, ...] = TEMPERATURE_BANDS
+    min_temperature: float = 0.0  # the kernel's domain: no positive temperature below it is drawn
     draft_logits: tuple[bool, ...] = (True, False)  # True: draft logits present; False: point mass
     chunking: bool = False
     logprobs: bool = False
@@ -85,6 +86,7 @@ class CaseSpace:
             methods=methods,
             dtypes=dtypes,
             temperature_bands=bands,
+            min_temperature=caps.min_temperature,
             draft_logits=(True, False) if caps.point_mass_drafts else (True,),
             chunking=caps.chunking,
             logprobs=caps.logprobs,
@@ -98,12 +100,26 @@ def vocab_sizes(max_vocab: int) -> st.SearchStrategy[int]:
     return st.one_of(st.sampled_from(special), st.integers(1, max_vocab))
 
 
+def in_temperature_domain(t: float, min_temperature: float) -> bool:
+    """True when ``t`` is greedy (0) or a positive temperature the kernel serves."""
+    return t == 0.0 or t >= min_temperature
+
+
+def lowest_in_domain(min_temperature: float) -> float:
+    """The smallest float32 temperature at or above ``min_temperature`` (for fixed tiny cases)."""
+    t = np.float32(min_temperature)
+    # float(t): compared in float64 (NumPy 2 would compare a float32 with a Python float in float32)
+    return float(t) if float(t) >= min_temperature else float(np.nextafter(t, np.float32(np.inf)))
+
+
 @st.composite
-def temperatures(draw, bands: tuple[str, ...]) -> float:
+def temperatures(draw, bands: tuple[str, ...], min_temperature: float = 0.0) -> float:
     """A temperature from one of ``bands``; T == 1 (band ``normal``, fraction 0) is the simplest.
 
     Every band draws the same two choices, so that Hypothesis's shortlex shrinking prefers the first
-    band (``normal``) instead of whichever band happens to draw fewer choices.
+    band (``normal``) instead of whichever band happens to draw fewer choices. The ``tiny`` band spans
+    1e-8..1e-3, or, for a kernel whose domain starts higher, the decade above ``min_temperature``;
+    no positive temperature below ``min_temperature`` is ever drawn.
     """
     band = draw(st.sampled_from(bands))
     fraction = draw(st.floats(-1.0, 1.0))  # position inside the band, shrinks toward 0.0
@@ -111,8 +127,14 @@ def temperatures(draw, bands: tuple[str, ...]) -> float:
         return 0.0
     if band == "hot":
         return 100.0
-    exponent = -5.5 + 2.5 * fraction if band == "tiny" else fraction  # 1e-8..1e-3 or 0.1..10
-    return float(np.float32(10.0**exponent))  # exactly representable, so JSON round trips
+    if band == "tiny":
+        low = max(-8.0, float(np.log10(min_temperature))) if min_temperature > 0 else -8.0
+        high = max(-3.0, low + 1.0)
+        exponent = low + (high - low) * (fraction + 1.0) / 2.0
+    else:
+        exponent = fraction  # 0.1..10
+    t = float(np.float32(10.0**exponent))  # exactly representable, so JSON round trips
+    return t if t >= min_temperature else lowest_in_domain(min_temperature)
 
 
 def positions() -> st.SearchStrategy[int]:
@@ -144,7 +166,7 @@ def cases(draw, space: CaseSpace) -> Case:
     draft_lens = draw(
         st.lists(st.integers(space.min_draft, space.max_draft), min_size=num_reqs, max_size=num_reqs)
     )
-    temps = [draw(temperatures(space.temperature_bands)) for _ in range(num_reqs)]
+    temps = [draw(temperatures(space.temperature_bands, space.min_temperature)) for _ in range(num_reqs)]
     seeds = draw(st.lists(st.integers(INT64_MIN, INT64_MAX), min_size=num_reqs, max_size=num_reqs))
     poss = draw(st.lists(positions(), min_size=num_reqs, max_size=num_reqs))
     num_logits = sum(draft_lens) + num_reqs

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
 from harness.cases import Case
+from harness.contract import capabilities_of
 from harness.kernel_calls import DeviceFault, KernelRaised
 from harness.output_checks import Violation
 from harness.properties.base import (
@@ -34,7 +35,7 @@ from harness.properties.base import (
     PropertyResult,
     RunContext,
 )
-from harness.strategies import CaseSpace, cases, coverage_of
+from harness.strategies import CaseSpace, cases, coverage_of, in_temperature_domain
 
 
 @dataclass
@@ -44,6 +45,13 @@ class CaseCheck:
     findings: list[Finding] = field(default_factory=list)
     ties: int = 0
     skipped: str = ""  # non-empty: the case does not apply (e.g. no sampled request); not counted
+
+
+def outside_domain(case: Case, kernel: object) -> str:
+    """Why ``case`` lies outside the kernel's declared domain, or ``""``."""
+    floor = capabilities_of(kernel).min_temperature
+    low = [t for t in case.temperatures if not in_temperature_domain(t, floor)]
+    return f"temperatures {low} below the kernel's domain (min_temperature {floor:g})" if low else ""
 
 
 class _CaseFailed(Exception):
@@ -105,7 +113,13 @@ class CaseProperty:
         return []
 
     def check_guarded(self, kernel: object, case: Case, ctx: RunContext) -> CaseCheck:
-        """``check`` with kernel exceptions turned into findings; every finding carries the case."""
+        """``check`` with kernel exceptions turned into findings; every finding carries the case.
+
+        A case outside the kernel's declared domain (a positive temperature below
+        ``Capabilities.min_temperature``, e.g. a fixed anchor or corpus case) is skipped, never run."""
+        outside = outside_domain(case, kernel)
+        if outside:
+            return CaseCheck(skipped=outside)
         try:
             outcome = self.check(kernel, case, ctx)
         except KernelRaised as exc:

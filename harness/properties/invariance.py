@@ -161,8 +161,14 @@ class ChunkInvariance(CaseProperty):
         return CaseCheck([f])
 
 
-def _power_of_two(t: float) -> float:
-    return 0.0 if t == 0.0 else float(2.0 ** round(math.log2(t)))
+def _power_of_two(t: float, min_temperature: float = 0.0) -> float:
+    """The power of two nearest ``t``, the next one up where that leaves the kernel's domain."""
+    if t == 0.0:
+        return 0.0
+    exponent = round(math.log2(t))
+    while 2.0**exponent < min_temperature:
+        exponent += 1
+    return float(2.0**exponent)
 
 
 class LogitShift(CaseProperty):
@@ -172,7 +178,7 @@ class LogitShift(CaseProperty):
 
     def check(self, kernel, case: Case, ctx: RunContext) -> CaseCheck:
         caps = capabilities_of(kernel)
-        case = replace(case, temperatures=[_power_of_two(t) for t in case.temperatures])
+        case = replace(case, temperatures=[_power_of_two(t, caps.min_temperature) for t in case.temperatures])
         base = build_batch(case, ctx.device)
         step, bound, max_shift = exact_shift_grid(base.target_logits.dtype)
         rng = np.random.default_rng(case.data_seed ^ 0x5EED)

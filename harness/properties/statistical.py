@@ -301,7 +301,7 @@ class ConditionalLaw(_Statistical):
         records, findings, cases = [], [], 0
         requests = [
             r
-            for r in fixed_draft_requests(ctx.rng(self.name, "requests"), caps.dtypes)
+            for r in fixed_draft_requests(ctx.rng(self.name, "requests"), caps.dtypes, caps.min_temperature)
             if (r.draft is not None or caps.point_mass_drafts) and (r.temperature != 0 or caps.greedy)
         ]
         total = sum(

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from harness.contract import VerifyBatch
+from harness.strategies import lowest_in_domain
 
 
 @dataclass
@@ -164,15 +165,21 @@ def greedy_ties_request(rng: np.random.Generator, vocab: int = 8, gamma: int = 3
     return FixedDraftRequest("greedy_ties", _f32(target), _f32(draft), ids, 0.0, _position(rng))
 
 
-def tiny_temperature_request(rng: np.random.Generator, vocab: int = 8, gamma: int = 2) -> FixedDraftRequest:
-    """T = 1e-6 with well-separated logits: nearly greedy, but sampled (``logits / T`` ~ 1e6)."""
+def tiny_temperature_request(
+    rng: np.random.Generator, vocab: int = 8, gamma: int = 2, min_temperature: float = 0.0
+) -> FixedDraftRequest:
+    """T = 1e-6 with well-separated logits: nearly greedy, but sampled (``logits / T`` ~ 1e6). For a
+    kernel whose domain starts above 1e-6, the lowest temperature of its domain instead."""
     target = np.stack([rng.permutation(np.linspace(-2.0, 2.0, vocab)) for _ in range(gamma + 1)])
     draft = np.stack([rng.permutation(np.linspace(-2.0, 2.0, vocab)) for _ in range(gamma)])
     ids = np.array([int(np.argmax(target[j])) if j == 0 else int(np.argmax(draft[j])) for j in range(gamma)])
-    return FixedDraftRequest("tiny_temperature", _f32(target), _f32(draft), ids, 1e-6, _position(rng))
+    temperature = max(1e-6, lowest_in_domain(min_temperature)) if min_temperature > 0 else 1e-6
+    return FixedDraftRequest("tiny_temperature", _f32(target), _f32(draft), ids, temperature, _position(rng))
 
 
-def fixed_draft_requests(rng: np.random.Generator, dtypes=(torch.float32,)) -> list[FixedDraftRequest]:
+def fixed_draft_requests(
+    rng: np.random.Generator, dtypes=(torch.float32,), min_temperature: float = 0.0
+) -> list[FixedDraftRequest]:
     """The conditional-law suite (same for every profile: the laws are small, only n changes).
 
     Every request in float32; for each 16-bit dtype in ``dtypes``, copies of the three sampled
@@ -184,7 +191,7 @@ def fixed_draft_requests(rng: np.random.Generator, dtypes=(torch.float32,)) -> l
         block_trap_request(rng),
         point_mass_request(rng),
         greedy_ties_request(rng),
-        tiny_temperature_request(rng),
+        tiny_temperature_request(rng, min_temperature=min_temperature),
     ]
     copies = [in_logit_dtype(r, d) for d in SIXTEEN_BIT_DTYPES if d in dtypes for r in base[:3]]
     return base + copies

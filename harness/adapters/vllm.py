@@ -1,0 +1,407 @@
+"""vLLM's own verification code as kernels under test, imported from an installed ``vllm``.
+
+Nothing of vLLM is copied here: every kernel, the temperature kernel and the request-chunk iteration
+are vLLM's functions, called the way vLLM's serving code calls them. Supported versions:
+``SUPPORTED_VERSIONS``; any other installed version raises ``VllmUnavailable`` naming them (the
+signatures below are checked too, so a patched checkout that changed them is refused as clearly).
+
+Kernels (name them as ``harness.adapters.vllm:<attr>``):
+
+- ``mrv2`` -- Model Runner V2's ``rejection_sample`` (``vllm/v1/worker/gpu/spec_decode/
+  rejection_sampler_utils.py``): token and block verification, point-mass drafts and draft logits,
+  greedy rows, float32 / bfloat16 / float16 logits, ``-1`` placeholder drafts.
+- ``v1`` -- the V1 engine's ``RejectionSampler`` (``vllm/v1/sample/rejection_sampler.py``): token
+  verification only, bonus tokens from vLLM's own ``Sampler``.
+
+The MRV2 mapping from ``VerifyBatch`` (what ``RejectionSampler`` in
+``vllm/v1/worker/gpu/spec_decode/rejection_sampler.py`` builds from an engine batch):
+
+- State slots: request ``r`` lives in slot ``M - 1 - r`` of ``M = R + 1`` slots, so a kernel that
+  indexes per-slot tensors by batch index reads the wrong slot (slot 0 is never used).
+  ``idx_mapping[r]`` is that slot; ``temperature[slot]`` and ``seed[slot]`` hold the request's values.
+- Rows: request ``r`` owns rows ``cu_num_logits[r] .. cu_num_logits[r+1]-1`` (``k_r + 1`` rows);
+  ``expanded_idx_mapping`` gives each row its slot, ``expanded_local_pos`` its index ``0..k_r`` and
+  ``pos`` its absolute position ``positions[r] + j``.
+- ``draft_sampled`` (int32, as in serving) holds the input id of each row: row ``cu_num_logits[r]``
+  the last committed token (id 0 here), draft ``i`` at ``cu_num_logits[r] + 1 + i``.
+- Target logits follow ``Sampler.apply_sampling_params``: when no request has a temperature other
+  than 0 and 1, the raw logits are passed in their own dtype; otherwise a float32 copy, divided in
+  place by vLLM's ``apply_temperature`` (greedy and ``T == 1`` rows untouched).
+- Draft logits stay raw in a ``[M, K, V]`` tensor indexed by slot and draft step (``K`` = the
+  batch's longest draft); unused steps are zero. ``None`` means point-mass drafts.
+- Chunking: ``max_chunk_bytes`` (``None`` = vLLM's 1 GiB) becomes ``max(1, bytes // (4 V))`` rows,
+  vLLM's own budget rule, and the requests are split by vLLM's ``_iter_request_chunks``; per-row
+  metadata and target rows are sliced per chunk, draft logits stay global, as in vLLM.
+- Output: ``sampled[r, i]`` for ``i >= num_sampled[r]`` is uninitialised in vLLM and becomes ``-1``.
+
+Domain (``Capabilities.min_temperature``): vLLM's ``SamplingParams`` raises a temperature in
+(0, 0.01) to 0.01 and treats one below 1e-5 as greedy, so no positive temperature below 0.01 reaches
+these kernels; the harness draws none.
+
+On a machine without CUDA the kernels run under Triton's interpreter. vLLM disables Triton at import
+when it finds no active GPU driver, unless ``CUDA_VISIBLE_DEVICES`` is set and empty (its rule for
+distributed workers); ``_import_vllm`` sets it so for the duration of the import only. The
+interpreter has no ``libdevice``: the one call vLLM's kernels make (``log1p`` in ``_resample_kernel``)
+is served by NumPy's ``log1p`` there (``_InterpreterLibdevice``); compiled kernels are untouched.
+
+vLLM 0.33.0 pins torch 2.14. On an older torch (the H200 image has 2.11), importing vLLM's package
+``__init__``s fails in ``vllm/utils/torch_utils.py``, which registers ``LayerName`` as a torch
+opaque type for ``torch.compile`` (nothing the verification kernels use). ``_tolerate_opaque_types``
+lets that one registration fail during the import and records it in ``IMPORT_NOTES``. Likewise
+``vllm/platforms/cuda.py`` imports the compiled extension ``vllm._C_stable_libtorch`` (92 MB, built
+for torch 2.14) to register custom ops; where it cannot be imported, an empty module stands in for
+it (``_stand_in_extensions``, also recorded): the verification kernels are Triton code and call none
+of those ops. Both apply only where the real import fails; the kernels themselves run unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import os
+from functools import cache
+
+import numpy as np
+import torch
+
+import kernels._device  # noqa: F401  (selects TRITON_INTERPRET before triton is imported)
+from harness.contract import LOGIT_DTYPES, Capabilities, VerifyBatch, VerifyOutput
+
+SUPPORTED_VERSIONS = ("0.33.0",)
+INSTALL_HINT = (
+    "pip install --no-deps vllm==0.33.0 -r .ci/vllm-requirements.txt "
+    "(vLLM's Python code and the pure-Python packages its import chain needs; see docs/vllm.md)"
+)
+VLLM_MIN_TEMPERATURE = 0.01  # vllm/sampling_params.py: _MAX_TEMP
+_MRV2_ARGS = (
+    "target_logits", "draft_logits", "draft_sampled", "cu_num_logits", "pos", "idx_mapping",
+    "expanded_idx_mapping", "expanded_local_pos", "temperature", "seed", "num_speculative_steps",
+)  # fmt: skip
+
+
+class VllmUnavailable(RuntimeError):
+    """vLLM is not installed, or not a version (or signature) this adapter knows."""
+
+
+@contextlib.contextmanager
+def _triton_visible_to_vllm():
+    """Without CUDA, make vLLM keep Triton (the interpreter) while it is imported."""
+    if torch.cuda.is_available():
+        yield
+        return
+    saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = saved
+
+
+class _InterpreterLibdevice:
+    """``libdevice`` functions for Triton's interpreter, where the real module returns ``None``."""
+
+    @staticmethod
+    def log1p(x):
+        import triton.language as tl
+        from triton.runtime.interpreter import TensorHandle
+
+        with np.errstate(invalid="ignore", divide="ignore"):  # masked lanes may hold ratios > 1
+            data = np.log1p(x.handle.data).astype(x.handle.data.dtype)
+        return tl.tensor(TensorHandle(data, x.handle.dtype), x.type)
+
+
+IMPORT_NOTES: list[str] = []  # what the import had to tolerate (stated by the CLI and the report)
+
+
+@contextlib.contextmanager
+def _tolerate_opaque_types():
+    """While vLLM is imported on a torch older than its pin, a failing opaque-type registration of a
+    vLLM class is recorded instead of aborting the import (see the module docstring)."""
+    try:
+        from torch._library import opaque_object
+    except ImportError:
+        yield
+        return
+    original = getattr(opaque_object, "register_opaque_type", None)
+    if original is None:
+        yield
+        return
+
+    def tolerant(cls, *args, **kwargs):
+        try:
+            return original(cls, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 -- only vLLM's own classes are tolerated
+            if not getattr(cls, "__module__", "").startswith("vllm."):
+                raise
+            IMPORT_NOTES.append(
+                f"torch {torch.__version__}: register_opaque_type({cls.__name__}) failed ({exc}); tolerated"
+            )
+
+    opaque_object.register_opaque_type = tolerant
+    try:
+        yield
+    finally:
+        opaque_object.register_opaque_type = original
+
+
+_COMPILED_EXTENSIONS = ("vllm._C_stable_libtorch",)
+
+
+def _stand_in_extensions() -> None:
+    """An empty module for each compiled vLLM extension that cannot be imported (module docstring)."""
+    import sys
+    import types
+
+    for name in _COMPILED_EXTENSIONS:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            sys.modules[name] = types.ModuleType(name)
+            IMPORT_NOTES.append(f"{name} not importable ({exc}); an empty module stands in for it")
+
+
+def installed_version() -> str | None:
+    """The installed vLLM distribution's version, or ``None``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vllm")
+    except PackageNotFoundError:
+        return None
+
+
+@cache
+def _import_vllm() -> dict:
+    """vLLM's functions this module calls, after the version and signature guard."""
+    found = installed_version()
+    if found is None:
+        raise VllmUnavailable(f"vLLM is not installed; install it with: {INSTALL_HINT}")
+    if found not in SUPPORTED_VERSIONS:
+        raise VllmUnavailable(
+            f"vLLM {found} is installed; harness.adapters.vllm knows vLLM {', '.join(SUPPORTED_VERSIONS)} "
+            "(its argument mapping is written for those versions' signatures)"
+        )
+    with _triton_visible_to_vllm(), _tolerate_opaque_types():
+        if torch.cuda.is_available():
+            _stand_in_extensions()
+        utils = importlib.import_module("vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils")
+        wrapper = importlib.import_module("vllm.v1.worker.gpu.spec_decode.rejection_sampler")
+        gumbel = importlib.import_module("vllm.v1.worker.gpu.sample.gumbel")
+        v1_sampler = importlib.import_module("vllm.v1.sample.rejection_sampler")
+        v1_sample = importlib.import_module("vllm.v1.sample.sampler")
+        v1_metadata = importlib.import_module("vllm.v1.sample.metadata")
+        v1_spec = importlib.import_module("vllm.v1.spec_decode.metadata")
+        v1_procs = importlib.import_module("vllm.v1.sample.logits_processor")
+        triton_utils = importlib.import_module("vllm.triton_utils")
+    if IMPORT_NOTES:
+        import warnings
+
+        warnings.warn("harness.adapters.vllm: " + "; ".join(IMPORT_NOTES), stacklevel=2)
+    if not triton_utils.HAS_TRITON:
+        raise VllmUnavailable("vLLM imported with Triton disabled (no usable Triton backend)")
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        utils.tldevice = _InterpreterLibdevice()
+    params = list(inspect.signature(utils.rejection_sample).parameters)
+    if tuple(params[: len(_MRV2_ARGS)]) != _MRV2_ARGS or "use_block_verification" not in params:
+        raise VllmUnavailable(f"vllm {found}: rejection_sample's signature changed: {params}")
+    return {
+        "rejection_sample": utils.rejection_sample,
+        "iter_request_chunks": wrapper._iter_request_chunks,
+        "max_chunk_logits": wrapper.get_max_chunk_logits,
+        "fp32_bytes": wrapper._FP32_BYTES,
+        "apply_temperature": gumbel.apply_temperature,
+        "V1RejectionSampler": v1_sampler.RejectionSampler,
+        "V1Sampler": v1_sample.Sampler,
+        "SamplingMetadata": v1_metadata.SamplingMetadata,
+        "SpecDecodeMetadata": v1_spec.SpecDecodeMetadata,
+        "LogitsProcessors": v1_procs.LogitsProcessors,
+        "placeholder": int(v1_sampler.PLACEHOLDER_TOKEN_ID),
+    }
+
+
+def vllm_available() -> str:
+    """Empty when the adapters can run here; otherwise why not (for skips and the CLI)."""
+    try:
+        _import_vllm()
+    except VllmUnavailable as exc:
+        return str(exc)
+    return ""
+
+
+def _capabilities(methods_dtypes: frozenset, chunking: bool) -> Capabilities:
+    return Capabilities(
+        point_mass_drafts=True,
+        greedy=True,
+        logprobs=False,
+        chunking=chunking,
+        dtypes=methods_dtypes,
+        max_vocab=262_144,
+        max_draft_len=16,
+        raises_on_bad_input=False,
+        draft_padding_minus_one=True,
+        min_temperature=VLLM_MIN_TEMPERATURE,
+    )
+
+
+def _pad_after_emitted(ids: torch.Tensor, num: torch.Tensor) -> torch.Tensor:
+    """``-1`` past each request's ``num`` entries (vLLM leaves them uninitialised)."""
+    cols = torch.arange(ids.shape[1], device=ids.device)
+    return torch.where(cols[None, :] < num[:, None].to(torch.int64), ids.to(torch.int64), -1)
+
+
+class VllmMRV2:
+    """Model Runner V2's ``rejection_sample``, token and block verification (module docstring)."""
+
+    name = "vllm-0.33-mrv2"
+    methods = frozenset({"token", "block"})
+    capabilities = _capabilities(frozenset(LOGIT_DTYPES), chunking=True)
+
+    def verify(self, batch: VerifyBatch) -> VerifyOutput:
+        api = _import_vllm()
+        dev = batch.device
+        lengths = batch.draft_lengths()
+        num_reqs, vocab = batch.num_reqs, batch.vocab_size
+        steps = max(lengths, default=0)
+        slots = num_reqs + 1
+        slot_of_req = torch.arange(num_reqs - 1, -1, -1, device=dev) + 1
+        cu_logits_np = np.concatenate([[0], np.cumsum(np.asarray(lengths, dtype=np.int64) + 1)])
+        cu_logits = torch.as_tensor(cu_logits_np, dtype=torch.int32, device=dev)
+        rows_per_req = torch.as_tensor(np.asarray(lengths) + 1, device=dev)
+        row_req = torch.repeat_interleave(torch.arange(num_reqs, device=dev), rows_per_req)
+        local_pos = torch.arange(batch.num_logits, device=dev) - cu_logits.to(torch.int64)[row_req]
+        expanded_slot = slot_of_req[row_req].to(torch.int32)
+        pos = batch.positions.to(torch.int64)[row_req] + local_pos
+
+        temperature = torch.zeros(slots, dtype=torch.float32, device=dev)
+        temperature[slot_of_req] = batch.temperature.to(torch.float32)
+        seed = torch.zeros(slots, dtype=torch.int64, device=dev)
+        seed[slot_of_req] = batch.seeds.to(torch.int64)
+
+        draft_sampled = torch.zeros(batch.num_logits, dtype=torch.int32, device=dev)
+        is_draft_row = local_pos > 0
+        draft_sampled[is_draft_row] = batch.draft_token_ids.to(torch.int32)
+        draft_logits = None
+        if batch.draft_logits is not None:
+            shape = (slots, max(steps, 1), vocab)
+            draft_logits = torch.zeros(shape, dtype=batch.draft_logits.dtype, device=dev)
+            draft_row_req = row_req[is_draft_row]
+            draft_logits[slot_of_req[draft_row_req], local_pos[is_draft_row] - 1] = batch.draft_logits
+
+        temps = batch.temperature.tolist()
+        needs_processing = any(t not in (0.0, 1.0) for t in temps)
+        budget = batch.max_chunk_bytes
+        if budget is None:
+            max_rows = api["max_chunk_logits"](vocab)
+        else:
+            max_rows = max(1, budget // (vocab * api["fp32_bytes"]))
+        if batch.num_logits <= max_rows:
+            chunks = [(0, num_reqs)]
+        else:
+            chunks = list(api["iter_request_chunks"](cu_logits_np, max_rows))
+        sampled_parts, num_parts = [], []
+        for start, end in chunks:
+            lo, hi = int(cu_logits_np[start]), int(cu_logits_np[end])
+            target = batch.target_logits[lo:hi]
+            if needs_processing:
+                target = torch.empty_like(target, dtype=torch.float32).copy_(target)
+                api["apply_temperature"](target, expanded_slot[lo:hi], temperature)
+            sampled, num_sampled = api["rejection_sample"](
+                target,
+                draft_logits,
+                draft_sampled[lo:hi],
+                cu_logits[start : end + 1] - lo,
+                pos[lo:hi],
+                slot_of_req[start:end].to(torch.int32),
+                expanded_slot[lo:hi],
+                local_pos[lo:hi].to(torch.int32),
+                temperature,
+                seed,
+                steps,
+                use_block_verification=batch.method == "block",
+            )
+            sampled_parts.append(sampled)
+            num_parts.append(num_sampled)
+        num = torch.cat(num_parts).to(torch.int32)
+        ids = _pad_after_emitted(torch.cat(sampled_parts), num)
+        return VerifyOutput(output_token_ids=ids[:, : steps + 1].contiguous(), num_emitted=num)
+
+
+class VllmV1:
+    """The V1 engine's ``RejectionSampler.forward`` (token verification), without an engine.
+
+    Mapping: the logits are ``batch.target_logits`` as they are (vLLM's forward casts them to float32
+    and applies the temperature itself); ``SpecDecodeMetadata`` points the target rows at each
+    request's first ``k_r`` rows and the bonus rows at its last; draft logits become ``draft_probs =
+    softmax(draft_logits / T)`` in float32 (the probabilities V1 proposers hand over; greedy rows use
+    ``T = 1``, which V1 ignores for them), ``None`` stays point-mass drafts. Each request gets its own
+    ``torch.Generator`` seeded with its seed (V1 draws with torch's generators, keyed by request, not by
+    position). ``num_emitted`` counts the non-placeholder entries of vLLM's ``[R, max_k + 1]`` output.
+    V1 has no chunking; its uniforms are not exposed, so no coupling.
+    """
+
+    name = "vllm-0.33-v1"
+    methods = frozenset({"token"})
+    capabilities = _capabilities(frozenset(LOGIT_DTYPES), chunking=False)
+
+    def verify(self, batch: VerifyBatch) -> VerifyOutput:
+        api = _import_vllm()
+        dev = batch.device
+        lengths = batch.draft_lengths()
+        num_reqs = batch.num_reqs
+        steps = max(lengths, default=0)
+        starts = np.concatenate([[0], np.cumsum(np.asarray(lengths) + 1)[:-1]]).astype(np.int64)
+        target_rows = [int(s) + j for s, k in zip(starts, lengths, strict=True) for j in range(k)]
+        bonus_rows = [int(s) + k for s, k in zip(starts, lengths, strict=True)]
+        as_i32 = lambda rows: torch.tensor(rows, dtype=torch.int32, device=dev)
+        cu_draft = batch.cu_num_draft_tokens.to(device=dev, dtype=torch.int32)
+        metadata = api["SpecDecodeMetadata"](
+            draft_token_ids=batch.draft_token_ids.to(torch.int32),
+            num_draft_tokens=list(lengths),
+            cu_num_draft_tokens=cu_draft[1:].contiguous(),
+            cu_num_sampled_tokens=torch.cumsum(as_i32([k + 1 for k in lengths]), 0).to(torch.int32),
+            target_logits_indices=as_i32(target_rows),
+            bonus_logits_indices=as_i32(bonus_rows),
+            logits_indices=torch.arange(batch.num_logits, dtype=torch.int32, device=dev),
+        )
+        temps = batch.temperature.to(device=dev, dtype=torch.float32)
+        greedy = [t == 0.0 for t in temps.tolist()]
+        draft_probs = None
+        if batch.draft_logits is not None:
+            row_temp = torch.repeat_interleave(temps, torch.as_tensor(lengths, device=dev))
+            row_temp = torch.where(row_temp == 0.0, torch.ones_like(row_temp), row_temp)
+            draft_probs = torch.softmax(batch.draft_logits.to(torch.float32) / row_temp[:, None], dim=-1)
+        generators = {
+            r: torch.Generator(device=dev).manual_seed(int(s)) for r, s in enumerate(batch.seeds.tolist())
+        }
+        zeros = torch.zeros(num_reqs, dtype=torch.float32, device=dev)
+        sampling = api["SamplingMetadata"](
+            temperature=None if all(greedy) else temps,
+            all_greedy=all(greedy),
+            all_random=not any(greedy),
+            top_p=None,
+            top_k=None,
+            generators=generators,
+            max_num_logprobs=None,
+            no_penalties=True,
+            prompt_token_ids=None,
+            frequency_penalties=zeros,
+            presence_penalties=zeros,
+            repetition_penalties=torch.ones_like(zeros),
+            output_token_ids=[[] for _ in range(num_reqs)],
+            allowed_token_ids_mask=None,
+            bad_words_token_ids={},
+            logitsprocs=api["LogitsProcessors"](),
+        )
+        sampler = api["V1RejectionSampler"](api["V1Sampler"](), None, dev)
+        out = sampler(metadata, draft_probs, batch.target_logits.clone(), sampling).sampled_token_ids
+        ids = out.to(torch.int64)[:, : steps + 1]
+        num = (ids != api["placeholder"]).sum(dim=1).to(torch.int32)
+        return VerifyOutput(output_token_ids=ids.contiguous(), num_emitted=num)
+
+
+mrv2 = VllmMRV2()
+v1 = VllmV1()
