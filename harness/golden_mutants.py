@@ -1,7 +1,7 @@
 """Diff a golden file against mutants of ``kernels/`` (the catalogue of ``harness.mutants``).
 
 For each mutant, ``harness.mutate.make_copy`` writes a mutated copy of ``kernels/`` to a temporary
-directory and a child process (``harness.mutate.CHILD_SOURCE``: the copy first on ``sys.path``, and a
+directory and a child process (``harness.mutate.run_child``: the copy first on ``sys.path``, and a
 refusal to run if ``kernels`` came from anywhere else) runs ``python -m harness diff --against FILE
 --kernel SPEC --json OUT`` under the mutant's ``env`` knobs. The real tree is never touched. Argued-
 equivalent mutants are run too: their diff should come out identical.
@@ -14,17 +14,12 @@ crash), ``timeout``.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.mutants import Mutant
-from harness.mutate import CHILD_SOURCE, REPO_ROOT, make_copy
+from harness.mutate import make_copy, run_child
 
 
 @dataclass
@@ -61,25 +56,9 @@ def diff_mutant(
             str(out),
             "--quiet",
         ] + (["--device", device] if device else [])
-        env = dict(os.environ, **dict(mutant.env))
-        env.pop("PYTHONPATH", None)  # the child sets its own path; nothing may shadow the copy
-        start = time.monotonic()
-        proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD_SOURCE, str(root), str(REPO_ROOT), *args],
-            cwd=root,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            text, _ = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the child's own session: only what we started
-            proc.communicate()
-            return MutantDiff(mutant.name, None, seconds=time.monotonic() - start)
-        seconds = time.monotonic() - start
+        code, text, seconds = run_child(root, args, dict(mutant.env), timeout_s)
+        if code is None:
+            return MutantDiff(mutant.name, None, seconds=seconds)
         report = json.loads(out.read_text()) if out.is_file() else {}
     first = ""
     for c in report.get("cases", []):
@@ -87,7 +66,7 @@ def diff_mutant(
         first = f"case {c['index']} {c['first_field']}: {verdict}"
         break
     tail = "\n".join((text or "").strip().splitlines()[-3:])
-    return MutantDiff(mutant.name, proc.returncode, report.get("counts", {}), seconds, first, tail)
+    return MutantDiff(mutant.name, code, report.get("counts", {}), seconds, first, tail)
 
 
 def mutant_table(rows: list[MutantDiff]) -> str:

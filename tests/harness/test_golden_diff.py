@@ -248,3 +248,18 @@ def test_support_judgement_rejects_a_zero_probability_token(method):
     answer.ids[0, n - 1] = y
     verdict = judge(batch, answer, [0], None)[0]
     assert not verdict.legal and verdict.basis == "support"
+
+
+def test_mutant_diff_runs_a_child_on_a_mutated_copy(tmp_path):
+    """The --mutant pipeline end to end, cheaply: the oracle does not import kernels/, so the diff
+    of its own golden file is identical under any mutant of kernels/ (the child still refuses to
+    run unless it imported the mutated copy)."""
+    from harness.golden_mutants import diff_mutant, mutant_table
+    from harness.mutants import by_name
+
+    path = tmp_path / "ref.json.gz"
+    save(_golden(ReferenceKernel()), path)
+    row = diff_mutant(by_name(["accept-all"])[0], path, REF, timeout_s=300)
+    assert row.exit_code == 0 and row.outcome == "identical", row.detail
+    assert row.counts["identical"] == len(load(path).cases)
+    assert "accept-all" in mutant_table([row])
