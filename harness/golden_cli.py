@@ -1,10 +1,11 @@
 """``python -m harness record`` and ``python -m harness diff``: the pre-merge differential.
 
-``record --kernel SPEC --out FILE [--profile P] [--seed N] [--device D] [--no-crafted]`` writes a
-golden file (harness/golden_file.py) of the kernel's answers on the case set of
-harness/golden_cases.py. The seed defaults to 0 on the ci profile and is drawn and printed otherwise.
+``record --kernel SPEC --out FILE [--profile P] [--seed N] [--device D] [--rounds N] [--no-crafted]``
+writes a golden file (harness/golden_file.py) of the kernel's answers on the case set of
+harness/golden_cases.py (``--rounds``: repeats of its grid instead of the profile's). The seed
+defaults to 0 on the ci profile and is drawn and printed otherwise.
 
-``diff --against FILE [--kernel SPEC] [--json OUT] [--show N]`` replays the file on the kernel as it
+``diff --against FILE [--kernel SPEC] [--json OUT] [--fail-fast]`` replays the file on the kernel as it
 is now (harness/golden_diff.py); ``diff --base SPEC [--kernel SPEC] [--profile P] [--seed N]``
 records ``--base`` in memory and diffs ``--kernel`` against it in one process, with no file;
 ``diff --against FILE --mutant NAME ...`` (or ``--mutant all``) diffs the file against each catalogue
@@ -46,7 +47,7 @@ def _setup(args) -> tuple:
     return profile, torch.device(device), seed
 
 
-def _record_golden(spec: str, kernel, profile, device, seed: int, crafted: bool, say):
+def _record_golden(spec: str, kernel, profile, device, seed: int, args, say):
     from harness.contract import has_random_draws
     from harness.golden_cases import golden_cases
     from harness.golden_file import record
@@ -54,9 +55,10 @@ def _record_golden(spec: str, kernel, profile, device, seed: int, crafted: bool,
     from harness.strategies import CaseSpace
 
     space = CaseSpace.for_kernel(profile, kernel)
-    cases = golden_cases(kernel, profile, seed, crafted=crafted)
+    crafted = not args.no_crafted
+    cases = golden_cases(kernel, profile, seed, crafted=crafted, num_rounds=args.rounds)
     command = f"python -m harness record --kernel {spec} --profile {profile.name} --seed {seed}" + (
-        "" if crafted else " --no-crafted"
+        ("" if crafted else " --no-crafted") + ("" if args.rounds is None else f" --rounds {args.rounds}")
     )
     header = {
         "command": command,
@@ -89,7 +91,7 @@ def run_record(args) -> int:
     except (ValueError, PluginError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return USAGE_ERROR
-    golden = _record_golden(args.kernel, kernel, profile, device, seed, not args.no_crafted, say)
+    golden = _record_golden(args.kernel, kernel, profile, device, seed, args, say)
     size = save(golden, args.out)
     errors = sum(c.answer.error is not None for c in golden.cases)
     print(
@@ -120,7 +122,7 @@ def run_diff(args) -> int:
             against = args.against
         else:
             golden = _record_golden(
-                args.base, load_kernel(args.base), profile, device, seed, not args.no_crafted, lambda s: None
+                args.base, load_kernel(args.base), profile, device, seed, args, lambda s: None
             )
             against = f"{args.base} (recorded in this process)"
     except (ValueError, PluginError, OSError) as exc:
@@ -145,7 +147,7 @@ def run_diff(args) -> int:
             k: golden.header.get(k) for k in ("kernel", "device", "profile", "seed", "commit", "versions")
         },
     }
-    result = diff_golden(golden, kernel, device, header, progress=say)
+    result = diff_golden(golden, kernel, device, header, progress=say, fail_fast=args.fail_fast)
     print(format_summary(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result.to_json(), indent=1, default=str))
@@ -166,7 +168,7 @@ def run_mutants(args) -> int:
         return USAGE_ERROR
     rows = []
     for m in mutants:
-        row = diff_mutant(m, Path(args.against), args.kernel, args.timeout, args.device)
+        row = diff_mutant(m, Path(args.against), args.kernel, args.timeout, args.device, args.fail_fast)
         print(
             f"{m.name}: {row.outcome} (exit {row.exit_code}) in {row.seconds:.1f} s {row.first}", flush=True
         )
@@ -192,6 +194,13 @@ def add_cli(subparsers) -> None:
         p.add_argument("--seed", type=int, default=None, help="case-set seed (default: 0 on ci, else drawn)")
         p.add_argument("--device", choices=("cpu", "cuda"), default=None)
         p.add_argument("--no-crafted", action="store_true", help="leave out harness.crafted's cases")
+        p.add_argument(
+            "--rounds",
+            type=int,
+            default=None,
+            metavar="N",
+            help="repeats of the case grid (default: by profile)",
+        )
         p.add_argument("--quiet", action="store_true")
 
     rec = subparsers.add_parser(
@@ -211,6 +220,9 @@ def add_cli(subparsers) -> None:
         metavar="NAME",
         default=None,
         help="diff against catalogue mutants of kernels/ ('all' for every one)",
+    )
+    dif.add_argument(
+        "--fail-fast", action="store_true", help="stop after the first case with a new answer wrong"
     )
     dif.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant")
     dif.add_argument("--json", metavar="OUT", default=None, help="write the diff (or mutant table) as JSON")

@@ -68,11 +68,13 @@ class DiffResult:
     header: dict
     cases: list[CaseDiff] = field(default_factory=list)
     seconds: float = 0.0
+    of_cases: int = 0  # cases in the golden file (more than len(cases) after a fail-fast stop)
 
     def counts(self) -> dict[str, int]:
         c = {s: sum(x.status == s for x in self.cases) for s in (IDENTICAL, DIFFERENT, INPUTS_CHANGED)}
         reqs = [r for x in self.cases for r in x.requests]
         c.update({v: sum(r.verdict == v for r in reqs) for v in VERDICTS})
+        c["cases run"], c["cases in file"] = len(self.cases), self.of_cases
         c["ties"] = sum(
             1
             for r in reqs
@@ -216,16 +218,24 @@ def diff_case(index: int, gc, kernel: object, device: torch.device) -> CaseDiff:
 
 
 def diff_golden(
-    golden: Golden, kernel: object, device: torch.device, header: dict, progress=lambda s: None
+    golden: Golden,
+    kernel: object,
+    device: torch.device,
+    header: dict,
+    progress=lambda s: None,
+    fail_fast: bool = False,
 ) -> DiffResult:
-    """Every case of ``golden`` replayed on ``kernel``."""
+    """Every case of ``golden`` replayed on ``kernel`` (``fail_fast``: stop after the first case
+    with a new answer wrong; ``DiffResult.of_cases`` keeps the number of cases in the file)."""
     t0 = time.perf_counter()
-    result = DiffResult(dict(header))
+    result = DiffResult(dict(header), of_cases=len(golden.cases))
     for i, gc in enumerate(golden.cases):
         cd = diff_case(i, gc, kernel, device)
         result.cases.append(cd)
         if cd.status != IDENTICAL:
             progress(format_case(cd))
+        if fail_fast and any(r.verdict == NEW_WRONG for r in cd.requests):
+            break
     result.seconds = time.perf_counter() - t0
     return result
 
@@ -255,7 +265,7 @@ def format_case(cd: CaseDiff, max_requests: int = 3) -> str:
 
 def format_summary(result: DiffResult) -> str:
     c = result.counts()
-    total = len(result.cases)
+    total = f"{len(result.cases)}" + (f" of {result.of_cases}" if result.of_cases > len(result.cases) else "")
     return (
         f"{total} cases: {c[IDENTICAL]} identical, {c[DIFFERENT]} differ, "
         f"{c[INPUTS_CHANGED]} inputs changed; differing requests: {c[NEW_WRONG]} new wrong, "

@@ -180,11 +180,12 @@ def record(
     t0 = time.perf_counter()
     golden = Golden(dict(header))
     for i, case in enumerate(cases):
+        t_case = time.perf_counter()
         batch = build_batch(case, device)
         answer, sha, _ = run_kernel(kernel, batch)
         golden.cases.append(GoldenCase(case, stored_form(case), batch_sha(batch), sha, answer))
         progress(
-            f"[{i + 1}/{len(cases)}] {case.label or case.summary()}"
+            f"[{i + 1}/{len(cases)}] {time.perf_counter() - t_case:6.2f} s  {case.label or case.summary()}"
             + (f"  ERROR {answer.error}" if answer.error else "")
         )
     golden.header.update(

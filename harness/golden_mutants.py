@@ -39,23 +39,33 @@ class MutantDiff:
 
 
 def diff_mutant(
-    mutant: Mutant, golden_path: Path, kernel_spec: str, timeout_s: float = 600.0, device: str | None = None
+    mutant: Mutant,
+    golden_path: Path,
+    kernel_spec: str,
+    timeout_s: float = 600.0,
+    device: str | None = None,
+    fail_fast: bool = False,
 ) -> MutantDiff:
-    """Run the diff of ``golden_path`` against ``kernel_spec`` on a copy of ``kernels/`` with ``mutant``."""
+    """Run the diff of ``golden_path`` against ``kernel_spec`` on a copy of ``kernels/`` with ``mutant``
+    (``fail_fast``: the child stops after its first case with a new answer wrong)."""
     with tempfile.TemporaryDirectory(prefix="specfuzz-golden-mutant-") as tmp:
         root = Path(tmp)
         make_copy(root, mutant)
         out = root / "diff.json"
-        args = [
-            "diff",
-            "--against",
-            str(Path(golden_path).resolve()),
-            "--kernel",
-            kernel_spec,
-            "--json",
-            str(out),
-            "--quiet",
-        ] + (["--device", device] if device else [])
+        args = (
+            [
+                "diff",
+                "--against",
+                str(Path(golden_path).resolve()),
+                "--kernel",
+                kernel_spec,
+                "--json",
+                str(out),
+                "--quiet",
+            ]
+            + (["--device", device] if device else [])
+            + (["--fail-fast"] if fail_fast else [])
+        )
         code, text, seconds = run_child(root, args, dict(mutant.env), timeout_s)
         if code is None:
             return MutantDiff(mutant.name, None, seconds=seconds)
@@ -71,16 +81,17 @@ def diff_mutant(
 
 def mutant_table(rows: list[MutantDiff]) -> str:
     head = (
-        f"{'mutant':<36} {'outcome':<9} {'exit':>4} {'cases':>5} {'new wrong':>9} {'old wrong':>9} "
-        f"{'both legal':>10} {'in support':>10} {'s':>6}  first difference"
+        f"{'mutant':<36} {'outcome':<9} {'exit':>4} {'run':>7} {'differ':>6} {'new wrong':>9} "
+        f"{'old wrong':>9} {'both legal':>10} {'in support':>10} {'s':>6}  first difference"
     )
     lines = [head]
     for m in rows:
         c = m.counts
         lines.append(
             f"{m.name:<36} {m.outcome:<9} {m.exit_code if m.exit_code is not None else '-':>4} "
-            f"{c.get('different', 0):>5} {c.get('new wrong', 0):>9} {c.get('old wrong', 0):>9} "
-            f"{c.get('both legal', 0):>10} {c.get('legal in support', 0):>10} {m.seconds:6.1f}  {m.first}"
+            f"{c.get('cases run', 0):>3}/{c.get('cases in file', 0):<3} {c.get('different', 0):>6} "
+            f"{c.get('new wrong', 0):>9} {c.get('old wrong', 0):>9} {c.get('both legal', 0):>10} "
+            f"{c.get('legal in support', 0):>10} {m.seconds:6.1f}  {m.first}"
         )
     n_rep = sum(m.outcome == "reported" for m in rows)
     n_wrong = sum(m.exit_code == 1 for m in rows)

@@ -147,6 +147,15 @@ def test_a_wrong_token_inside_the_support_is_new_wrong_by_replay():
     assert all(r.old["legal"] for r in wrong)
 
 
+def test_fail_fast_stops_after_the_first_wrong_case():
+    golden = _golden(ReferenceKernel())
+    result = diff_golden(golden, WrongBonus(), CPU, {}, fail_fast=True)
+    assert result.exit_code == 1
+    assert result.of_cases == len(golden.cases) > len(result.cases)
+    assert any(r.verdict == NEW_WRONG for r in result.cases[-1].requests)
+    assert not any(r.verdict == NEW_WRONG for c in result.cases[:-1] for r in c.requests)
+
+
 def test_a_fix_is_old_wrong():
     result = _diff(_golden(WrongBonus()), ReferenceKernel())
     counts = result.counts()
@@ -263,3 +272,18 @@ def test_mutant_diff_runs_a_child_on_a_mutated_copy(tmp_path):
     assert row.exit_code == 0 and row.outcome == "identical", row.detail
     assert row.counts["identical"] == len(load(path).cases)
     assert "accept-all" in mutant_table([row])
+
+
+def test_shifted_logits_are_an_equivalent_change():
+    """Sampled rows shifted by a constant in float32: every change is rounding-level (no new wrong)."""
+    from harness.implementations.shifted_logits import ShiftedLogits
+
+    golden = _golden(ReferenceKernel())
+    shifted = ShiftedLogits(ReferenceKernel(), shift=0.375)
+    case = next(c for c in golden_cases(ReferenceKernel(), TINY, 5, crafted=False) if 0.0 in c.temperatures)
+    batch = build_batch(case, CPU)
+    moved = shifted.shifted(batch).target_logits != batch.target_logits.float()
+    greedy_rows = torch.repeat_interleave(batch.temperature == 0, torch.tensor(batch.draft_lengths()) + 1)
+    assert moved[~greedy_rows].any() and not moved[greedy_rows].any()
+    result = _diff(golden, shifted)
+    assert result.exit_code in (0, 3) and result.counts()[NEW_WRONG] == 0
