@@ -17,9 +17,12 @@ The recorded answer is replayed with the new kernel's uniforms when their bytes 
 kernel claiming ``Capabilities.philox_layout`` whose uniforms changed and no longer equal
 ``reference.rng``'s gets ``new wrong`` on field ``random_draws`` (it broke its own claim).
 
-Exit codes (``DiffResult.exit_code``): 0 every case identical; 1 a new answer is wrong; 2 a case's
-inputs could not be rebuilt identically (the case generator changed: record again on the base);
-3 outputs changed and every new answer is legal.
+A case outside the new kernel's claims (method, dtype, point-mass drafts, greedy rows, V, k) is
+reported ``not claimed`` and not run; logprobs are compared only when the new kernel claims them.
+
+Exit codes (``DiffResult.exit_code``): 0 every case compared is identical; 1 a new answer is wrong;
+2 a case's inputs could not be rebuilt identically (the case generator changed: record again on the
+base); 3 outputs changed and every new answer is legal.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from harness.golden_file import Answer, Golden, batch_sha, draws_sha, run_kernel
 from harness.golden_judge import GREEDY, REPLAY, judge
 from harness.oracle import reference_draws
 
-IDENTICAL, DIFFERENT, INPUTS_CHANGED = "identical", "different", "inputs changed"
+IDENTICAL, DIFFERENT, INPUTS_CHANGED, NOT_CLAIMED = "identical", "different", "inputs changed", "not claimed"
 NEW_WRONG, OLD_WRONG, BOTH_LEGAL, IN_SUPPORT = "new wrong", "old wrong", "both legal", "legal in support"
 VERDICTS = (NEW_WRONG, OLD_WRONG, BOTH_LEGAL, IN_SUPPORT)
 
@@ -56,7 +59,7 @@ class RequestDiff:
 class CaseDiff:
     index: int
     summary: str
-    status: str  # IDENTICAL | DIFFERENT | INPUTS_CHANGED
+    status: str  # IDENTICAL | DIFFERENT | INPUTS_CHANGED | NOT_CLAIMED
     first_field: str = ""
     requests: list[RequestDiff] = field(default_factory=list)
     note: str = ""
@@ -71,7 +74,8 @@ class DiffResult:
     of_cases: int = 0  # cases in the golden file (more than len(cases) after a fail-fast stop)
 
     def counts(self) -> dict[str, int]:
-        c = {s: sum(x.status == s for x in self.cases) for s in (IDENTICAL, DIFFERENT, INPUTS_CHANGED)}
+        statuses = (IDENTICAL, DIFFERENT, INPUTS_CHANGED, NOT_CLAIMED)
+        c = {s: sum(x.status == s for x in self.cases) for s in statuses}
         reqs = [r for x in self.cases for r in x.requests]
         c.update({v: sum(r.verdict == v for r in reqs) for v in VERDICTS})
         c["cases run"], c["cases in file"] = len(self.cases), self.of_cases
@@ -155,11 +159,33 @@ def _tokens(a: Answer, r: int) -> list:
     return [] if a.error is not None else a.ids[r, : int(a.num_emitted[r])].tolist()
 
 
+def claim_gap(kernel: object, case) -> str:
+    """What of ``case`` the kernel does not claim ('' when it claims all of it). A chunk budget is no
+    gap (a kernel that ignores it must give the same outputs); unclaimed logprobs are not compared."""
+    caps = capabilities_of(kernel)
+    gaps = [
+        (case.method not in kernel.methods, f"method {case.method}"),
+        (not any(str(d).endswith(case.dtype) for d in caps.dtypes), f"dtype {case.dtype}"),
+        (not case.has_draft_logits and not caps.point_mass_drafts, "point-mass drafts"),
+        (0.0 in case.temperatures and not caps.greedy, "greedy rows"),
+        (case.vocab_size > caps.max_vocab, f"V = {case.vocab_size}"),
+        (max(case.draft_lens, default=0) > caps.max_draft_len, f"k = {max(case.draft_lens)}"),
+    ]
+    return ", ".join(what for gap, what in gaps if gap)
+
+
+def _without_logprobs(a: Answer) -> Answer:
+    return a if a.error is not None else Answer(a.ids, a.num_emitted, None)
+
+
 def diff_case(index: int, gc, kernel: object, device: torch.device) -> CaseDiff:
     """Replay one golden case on ``kernel`` (see the module docstring)."""
     t0 = time.perf_counter()
-    batch = build_batch(gc.case, device)
     summary = gc.case.label or gc.case.summary()
+    gap = claim_gap(kernel, gc.case)
+    if gap:
+        return CaseDiff(index, summary, NOT_CLAIMED, note=f"the kernel does not claim {gap}")
+    batch = build_batch(gc.case, device)
     if batch_sha(batch) != gc.input_sha:
         return CaseDiff(
             index,
@@ -170,6 +196,8 @@ def diff_case(index: int, gc, kernel: object, device: torch.device) -> CaseDiff:
         )
     new, new_sha, new_draws = run_kernel(kernel, batch)
     old = gc.answer
+    if not capabilities_of(kernel).logprobs:
+        old, new = _without_logprobs(old), _without_logprobs(new)
     changed = differing_requests(old, new)
     draws_changed = gc.draws_sha is not None and new_sha is not None and gc.draws_sha != new_sha
     if not changed and not draws_changed:
@@ -241,8 +269,8 @@ def diff_golden(
 
 
 def format_case(cd: CaseDiff, max_requests: int = 3) -> str:
-    if cd.status == INPUTS_CHANGED:
-        return f"case {cd.index} [{cd.summary}]: INPUTS CHANGED ({cd.note})"
+    if cd.status in (INPUTS_CHANGED, NOT_CLAIMED):
+        return f"case {cd.index} [{cd.summary}]: {cd.status.upper()} ({cd.note})"
     verdicts = {}
     for r in cd.requests:
         verdicts[r.verdict] = verdicts.get(r.verdict, 0) + 1
@@ -268,7 +296,7 @@ def format_summary(result: DiffResult) -> str:
     total = f"{len(result.cases)}" + (f" of {result.of_cases}" if result.of_cases > len(result.cases) else "")
     return (
         f"{total} cases: {c[IDENTICAL]} identical, {c[DIFFERENT]} differ, "
-        f"{c[INPUTS_CHANGED]} inputs changed; differing requests: {c[NEW_WRONG]} new wrong, "
-        f"{c[OLD_WRONG]} old wrong, {c[BOTH_LEGAL]} both legal ({c['ties']} ties), "
+        f"{c[INPUTS_CHANGED]} inputs changed, {c[NOT_CLAIMED]} not claimed; differing requests: "
+        f"{c[NEW_WRONG]} new wrong, {c[OLD_WRONG]} old wrong, {c[BOTH_LEGAL]} both legal ({c['ties']} ties), "
         f"{c[IN_SUPPORT]} legal in support; {result.seconds:.1f} s; exit {result.exit_code}"
     )

@@ -287,3 +287,17 @@ def test_shifted_logits_are_an_equivalent_change():
     assert moved[~greedy_rows].any() and not moved[greedy_rows].any()
     result = _diff(golden, shifted)
     assert result.exit_code in (0, 3) and result.counts()[NEW_WRONG] == 0
+
+
+def test_cases_outside_the_new_kernels_claims_are_not_claimed_not_wrong():
+    class TokenOnlyFloat32(ReferenceKernel):
+        name = "token-only"
+        methods = frozenset({"token"})
+        capabilities = dataclasses.replace(ReferenceKernel.capabilities, dtypes=frozenset({torch.float32}))
+
+    golden = _golden(ReferenceKernel())
+    result = _diff(golden, TokenOnlyFloat32())
+    skipped = [c for c in result.cases if c.status == "not claimed"]
+    assert result.exit_code == 0
+    outside = [c for c in golden.cases if c.case.method == "block" or c.case.dtype != "float32"]
+    assert len(skipped) == len(outside) > 0
