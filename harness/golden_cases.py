@@ -12,6 +12,7 @@ kernel claims, sized by a profile:
   by and always including the profile's maximum; logit families rotate through all of them;
 - chunk budgets rotate through none / 1 byte / about two rows when the kernel claims chunking, and
   two thirds of the cases ask for logprobs when the kernel claims them;
+- one case of greedy requests at the largest V whose row maxima tie across vocabulary blocks;
 - the crafted coupled cases of ``harness.crafted`` (rare events placed with chosen seeds) follow,
   those whose target logits exceed the profile's ``max_logit_elements`` left out (on ci: the three
   race-order cases of 6 x 8192, about 50 s each under the Triton interpreter; gpu keeps them).
@@ -116,10 +117,36 @@ def golden_cases(
             # the largest V in every round's first cell, the rest of the ladder in rotation
             vocab = ladder[-1] if c == 0 else ladder[(index + rnd) % len(ladder)]
             cases.append(_cell_case(space, index, method, dtype, has_q, vocab, rng))
+    if "greedy" in space.temperature_bands:
+        cases.append(_greedy_ties_case(space, seed))
     if crafted:
         extra = crafted_cases(space.methods, capabilities_of(kernel).dtypes)
         cases += [c for c in extra if _target_elements(c) <= space.max_logit_elements]
     return cases
+
+
+def _greedy_ties_case(space: CaseSpace, seed: int) -> Case:
+    """Greedy requests at the largest V over integer logits 0..2: the row maximum ties across many
+    vocabulary blocks of any kernel, and the lowest index must win (BUGS.md class 12)."""
+    rng = np.random.default_rng([zlib.crc32(str(x).encode()) for x in (seed, "greedy-ties")])
+    vocab = space.max_vocab
+    rows_allowed = max(1, space.max_logit_elements // vocab)
+    k = max(0, min(space.max_draft, rows_allowed // 2 - 1))
+    num_reqs = max(1, min(space.max_reqs, 3, rows_allowed // (k + 1)))
+    lens = [k] + [int(x) for x in rng.integers(0, k + 1, size=num_reqs - 1)]
+    return Case(
+        vocab_size=vocab,
+        draft_lens=lens,
+        temperatures=[0.0] * num_reqs,
+        seeds=[int(x) for x in rng.integers(0, 2**62, size=num_reqs)],
+        positions=[int(x) for x in rng.integers(0, 4096, size=num_reqs)],
+        family="ties",
+        method=space.methods[0],
+        has_draft_logits=space.draft_logits[0],
+        data_seed=int(rng.integers(0, 2**32)),
+        want_logprobs=space.logprobs,
+        label="greedy rows whose maximum ties across vocabulary blocks",
+    )
 
 
 def _target_elements(case: Case) -> int:
