@@ -176,7 +176,8 @@ def run_mutants(args) -> int:
     print(mutant_table(rows))
     if args.json:
         Path(args.json).write_text(json.dumps([vars(r) | {"outcome": r.outcome} for r in rows], indent=1))
-    return 0 if all(r.outcome in ("reported", "identical") for r in rows) else USAGE_ERROR
+    ran = ("reported", "identical")
+    return 0 if all(r.outcome in ran or r.outcome.startswith("crashed") for r in rows) else USAGE_ERROR
 
 
 def add_cli(subparsers) -> None:

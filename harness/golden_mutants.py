@@ -7,8 +7,9 @@ refusal to run if ``kernels`` came from anywhere else) runs ``python -m harness 
 equivalent mutants are run too: their diff should come out identical.
 
 ``MutantDiff.outcome``: ``reported`` when the diff exited 1 (a new answer wrong) or 3 (changed,
-legal), ``identical`` (exit 0: the golden cases do not reach the mutant), ``error`` (exit 2 or a
-crash), ``timeout``.
+legal), ``crashed`` when the child died from a signal (a mutated kernel reading far out of bounds
+under the CPU interpreter segfaults it: not unnoticed, as ``harness mutate`` counts it),
+``identical`` (exit 0: the golden cases do not reach the mutant), ``error`` (exit 2), ``timeout``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class MutantDiff:
     def outcome(self) -> str:
         if self.exit_code is None:
             return "timeout"
+        if self.exit_code < 0:
+            return f"crashed (signal {-self.exit_code})"
         return {0: "identical", 1: "reported", 3: "reported"}.get(self.exit_code, "error")
 
 
@@ -81,19 +84,21 @@ def diff_mutant(
 
 def mutant_table(rows: list[MutantDiff]) -> str:
     head = (
-        f"{'mutant':<36} {'outcome':<9} {'exit':>4} {'run':>7} {'differ':>6} {'new wrong':>9} "
+        f"{'mutant':<36} {'outcome':<19} {'exit':>4} {'run':>7} {'differ':>6} {'new wrong':>9} "
         f"{'old wrong':>9} {'both legal':>10} {'in support':>10} {'s':>6}  first difference"
     )
     lines = [head]
     for m in rows:
         c = m.counts
         lines.append(
-            f"{m.name:<36} {m.outcome:<9} {m.exit_code if m.exit_code is not None else '-':>4} "
+            f"{m.name:<36} {m.outcome:<19} {m.exit_code if m.exit_code is not None else '-':>4} "
             f"{c.get('cases run', 0):>3}/{c.get('cases in file', 0):<3} {c.get('different', 0):>6} "
             f"{c.get('new wrong', 0):>9} {c.get('old wrong', 0):>9} {c.get('both legal', 0):>10} "
             f"{c.get('legal in support', 0):>10} {m.seconds:6.1f}  {m.first}"
         )
-    n_rep = sum(m.outcome == "reported" for m in rows)
+    n_rep = sum(m.outcome == "reported" or m.outcome.startswith("crashed") for m in rows)
     n_wrong = sum(m.exit_code == 1 for m in rows)
-    lines.append(f"{n_rep} of {len(rows)} mutants change an output ({n_wrong} with a new answer wrong)")
+    lines.append(
+        f"{n_rep} of {len(rows)} mutants change an output or crash ({n_wrong} with a new answer wrong)"
+    )
     return "\n".join(lines)

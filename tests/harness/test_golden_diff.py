@@ -263,7 +263,7 @@ def test_mutant_diff_runs_a_child_on_a_mutated_copy(tmp_path):
     """The --mutant pipeline end to end, cheaply: the oracle does not import kernels/, so the diff
     of its own golden file is identical under any mutant of kernels/ (the child still refuses to
     run unless it imported the mutated copy)."""
-    from harness.golden_mutants import diff_mutant, mutant_table
+    from harness.golden_mutants import MutantDiff, diff_mutant, mutant_table
     from harness.mutants import by_name
 
     path = tmp_path / "ref.json.gz"
@@ -272,6 +272,15 @@ def test_mutant_diff_runs_a_child_on_a_mutated_copy(tmp_path):
     assert row.exit_code == 0 and row.outcome == "identical", row.detail
     assert row.counts["identical"] == len(load(path).cases)
     assert "accept-all" in mutant_table([row])
+    outcomes = {code: MutantDiff("m", code).outcome for code in (0, 1, 2, 3, -11, None)}
+    assert outcomes == {
+        0: "identical",
+        1: "reported",
+        2: "error",
+        3: "reported",
+        -11: "crashed (signal 11)",
+        None: "timeout",
+    }
 
 
 def test_shifted_logits_are_an_equivalent_change():
