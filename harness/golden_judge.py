@@ -212,7 +212,9 @@ def judge(
             )
         else:
             j = Judgement(True, GREEDY if greedy[r] else REPLAY, note="equals the oracle")
-        if j.legal:
-            j = _logprob_error(batch, answer, r, rel[r]) or j
+        bad = _logprob_error(batch, answer, r, rel[r]) if j.legal else None
+        if bad is not None:
+            bad.basis = j.basis
+            j = bad
         out[r] = j
     return out

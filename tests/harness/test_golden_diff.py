@@ -171,6 +171,22 @@ def test_rounding_level_logprob_change_is_both_legal_with_its_margin():
     assert all(0 < r.margin < 1e-5 for r in reqs)
 
 
+def test_a_logprob_off_by_more_than_rounding_is_new_wrong():
+    class OffLogprobs(NudgedLogprobs):
+        def verify(self, batch):
+            out = ReferenceKernel.verify(self, batch)
+            if out.logprobs is not None:
+                live = torch.arange(out.logprobs.shape[1])[None, :] < out.num_emitted[:, None]
+                out.logprobs[live] += 0.01
+            return out
+
+    result = _diff(_golden(ReferenceKernel()), OffLogprobs())
+    wrong = [r for c in result.cases for r in c.requests if r.verdict == NEW_WRONG]
+    assert result.exit_code == 1 and wrong
+    assert all(r.new["field"].startswith("logprobs") for r in wrong)
+    assert all(r.new["basis"] in ("replay", "greedy") for r in wrong)
+
+
 def test_other_generator_is_judged_in_support_and_a_broken_one_is_caught():
     golden = _golden(ReferenceKernel())
     eager = _diff(golden, TorchEagerKernel())
