@@ -28,6 +28,7 @@ SUBCOMMAND_MODULES = (
     "harness.corpus",
     "harness.mutate",
     "harness.calibrate",
+    "harness.golden_cli",
 )
 CI_DEFAULT_SEED = 0
 

@@ -237,6 +237,33 @@ def _first_failure(report_path: Path) -> tuple[str, str, float]:
     return "", "", elapsed
 
 
+def run_child(
+    root: Path, cli_args: list[str], env_extra: dict | None, timeout_s: float
+) -> tuple[int | None, str, float]:
+    """``python -m harness CLI_ARGS`` in a child whose ``kernels`` is the copy under ``root``
+    (CHILD_SOURCE); returns (exit code, or None when killed at ``timeout_s``; output; seconds)."""
+    cmd = [sys.executable, "-c", CHILD_SOURCE, str(root), str(REPO_ROOT), *cli_args]
+    env = dict(os.environ, **(env_extra or {}))
+    env.pop("PYTHONPATH", None)  # the child sets its own path; nothing may shadow the copy
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        cmd,
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the child's own session: only what we started
+        proc.communicate()
+        return None, "", time.monotonic() - start
+    return proc.returncode, out, time.monotonic() - start
+
+
 def run_one(
     mutant: Mutant | None,
     *,
@@ -259,62 +286,39 @@ def run_one(
         root = Path(tmp)
         make_copy(root, mutant, kernels_dir)
         report_dir = root / "report"
-        cmd = [
-            sys.executable,
-            "-c",
-            CHILD_SOURCE,
-            str(root),
-            str(REPO_ROOT),
-            *check_args(kernel, profile, seed, report_dir, properties, fuzz_s, max_examples),
-        ]
-        env = dict(os.environ, **(env_extra or {}))
-        env.pop("PYTHONPATH", None)  # the child sets its own path; nothing may shadow the copy
-        start = time.monotonic()
-        proc = subprocess.Popen(
-            cmd,
-            cwd=root,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
+        code, out, seconds = run_child(
+            root,
+            check_args(kernel, profile, seed, report_dir, properties, fuzz_s, max_examples),
+            env_extra,
+            timeout_s,
         )
-        try:
-            out, _ = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the child's own session: only what we started
-            out, _ = proc.communicate()
+        if code is None:
             return MutantResult(
-                name,
-                bug_class,
-                TIMEOUT,
-                seconds=time.monotonic() - start,
-                detail=f"undecided after {timeout_s:.0f} s",
+                name, bug_class, TIMEOUT, seconds=seconds, detail=f"undecided after {timeout_s:.0f} s"
             )
-        seconds = time.monotonic() - start
         killer, failure_class, harness_s = _first_failure(report_dir / "report.json")
     tail = "\n".join((out or "").strip().splitlines()[-5:])
-    if proc.returncode == 0:
+    if code == 0:
         return MutantResult(
             name, bug_class, SURVIVED, seconds=seconds, harness_seconds=harness_s, detail=tail
         )
-    if proc.returncode == 1:
+    if code == 1:
         return MutantResult(name, bug_class, KILLED, killer, failure_class, seconds, harness_s, tail)
-    if proc.returncode < 0:
+    if code < 0:
         # The check process died from a signal (a kernel reading far out of bounds under the CPU
         # interpreter segfaults it): the mutant did not pass unnoticed.
         return MutantResult(
             name,
             bug_class,
             KILLED,
-            f"crash (signal {-proc.returncode})",
+            f"crash (signal {-code})",
             "process_crash",
             seconds,
             harness_s,
             tail,
         )
     return MutantResult(
-        name, bug_class, ERROR, killer, failure_class, seconds, harness_s, f"exit {proc.returncode}: {tail}"
+        name, bug_class, ERROR, killer, failure_class, seconds, harness_s, f"exit {code}: {tail}"
     )
 
 
