@@ -52,12 +52,16 @@ lets that one registration fail during the import and records it in ``IMPORT_NOT
 for torch 2.14) to register custom ops; where it cannot be imported, an empty module stands in for
 it (``_stand_in_extensions``, also recorded): the verification kernels are Triton code and call none
 of those ops. Both apply only where the real import fails; the kernels themselves run unchanged.
+On CUDA, V1's ``Sampler`` (which draws the bonus tokens) uses FlashInfer's sampler when it can; where
+FlashInfer is not installed, ``VLLM_USE_FLASHINFER_SAMPLER=0`` (unless set) selects vLLM's PyTorch
+sampler instead of failing on the import (also recorded). The verification kernels are unaffected.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import inspect
 import os
 from functools import cache
@@ -188,6 +192,14 @@ def _import_vllm() -> dict:
     with _triton_visible_to_vllm(), _tolerate_opaque_types():
         if torch.cuda.is_available():
             _stand_in_extensions()
+            if (
+                importlib.util.find_spec("flashinfer") is None
+                and "VLLM_USE_FLASHINFER_SAMPLER" not in os.environ
+            ):
+                os.environ["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
+                IMPORT_NOTES.append(
+                    "flashinfer not installed: VLLM_USE_FLASHINFER_SAMPLER=0 (V1 bonus sampler)"
+                )
         utils = importlib.import_module("vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils")
         wrapper = importlib.import_module("vllm.v1.worker.gpu.spec_decode.rejection_sampler")
         gumbel = importlib.import_module("vllm.v1.worker.gpu.sample.gumbel")
