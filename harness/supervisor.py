@@ -50,7 +50,7 @@ from harness.worker import CALLS
 from harness.worker import main as worker_main
 
 STDERR_TAIL_CHARS = 3000
-DUMP_GRACE_S = 1.0  # after SIGUSR1, how long a hung worker gets to write its stacks
+DUMP_GRACE_S = 0.5  # after SIGUSR1, how long a hung worker gets to write its stacks
 
 
 class RemoteKernelError(RuntimeError):
