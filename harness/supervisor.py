@@ -39,6 +39,7 @@ import dataclasses
 import functools
 import os
 import multiprocessing
+from multiprocessing import spawn
 import shutil
 import signal
 import tempfile
@@ -80,6 +81,25 @@ def fork_server(spec: str):
     return context
 
 
+def _start_without_main(process) -> None:
+    """``process.start()``, except that the child does not run the parent's ``__main__`` module again
+    (``multiprocessing`` would, as ``__mp_main__``: seconds of imports per worker under pytest or a
+    script). The worker needs nothing from it: its target and arguments live in harness/."""
+    real = spawn.get_preparation_data
+
+    def without_main(name):
+        data = real(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    spawn.get_preparation_data = without_main
+    try:
+        process.start()
+    finally:
+        spawn.get_preparation_data = real
+
+
 class Worker:
     """One worker process: its pipe, its log file, and what became of it."""
 
@@ -89,7 +109,7 @@ class Worker:
         context = fork_server(spec)
         self.conn, child = context.Pipe()
         self.proc = context.Process(target=worker_main, args=(child, spec, self.log_path), name="specfuzz-worker")
-        self.proc.start()
+        _start_without_main(self.proc)
         child.close()
         self.send = self.conn.send
         self.ready = False
@@ -101,6 +121,19 @@ class Worker:
         with open(self.log_path, "rb") as f:
             f.seek(max(since, self.log_size() - STDERR_TAIL_CHARS))
             return f.read().decode("utf-8", "replace")
+
+    def dump_stacks(self) -> None:
+        """Ask a hung worker for every thread's stack (faulthandler, into the log); wait until the
+        log has grown and stopped growing, at most ``DUMP_GRACE_S``."""
+        size = self.log_size()
+        os.kill(self.proc.pid, signal.SIGUSR1)
+        deadline, last = time.monotonic() + DUMP_GRACE_S, size
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            now = self.log_size()
+            if last > size and now == last:
+                return
+            last = now
 
     def receive(self, timeout: float):
         """The next message, ``None`` after ``timeout`` seconds; ``EOFError`` if the worker died."""
@@ -209,8 +242,7 @@ class Supervisor:
     def _fault(self, worker, name, reply, limit, since, seconds, args) -> KernelFault:
         evidence = {"call": name, "seconds": round(seconds, 3), "time_limit_s": limit}
         if reply is None:
-            os.kill(worker.proc.pid, signal.SIGUSR1)  # faulthandler: every thread's stack into the log
-            time.sleep(DUMP_GRACE_S)
+            worker.dump_stacks()
             kind, message = "hang", f"{name} did not return within {limit:g} s (the call's time limit)"
         elif reply[0] == "fault":
             kind, message = "crash", f"{name} left the CUDA device unusable: {reply[1]}"
