@@ -54,7 +54,7 @@ def serve(conn: Connection, spec: str) -> None:
         from harness.guard_bands import poison_allocator
         from harness.kernel_calls import device_healthy
         from harness.plugins import load_kernel
-        from harness.transport import Packer, as_storage, changed_storages, storage_bytes, unpack
+        from harness.transport import Packer, as_storage, changed_storages, snapshot, storage_bytes, unpack
 
         kernel = load_kernel(spec)
     except BaseException as exc:  # noqa: BLE001 -- told to the harness, which reports it
@@ -68,7 +68,7 @@ def serve(conn: Connection, spec: str) -> None:
             return
         _, name, tree, table = message
         storages = [as_storage(data, device) for device, data in table]
-        before = [s.clone() for s in storages]
+        before = snapshot(storages, table)
         args = unpack(tree, storages)
         devices = _devices(storages)
         for device in devices:

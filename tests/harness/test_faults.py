@@ -32,7 +32,7 @@ from harness.profiles import PROFILES
 from harness.properties.base import RunContext
 from harness.properties.case_property import foreground_repro
 from harness.supervisor import supervise
-from harness.transport import Packer, as_storage, changed_storages, unpack, write_back
+from harness.transport import Packer, as_storage, changed_storages, snapshot, unpack, write_back
 
 REPO = Path(__file__).resolve().parents[2]
 FAULTS = {  # name -> (class, evidence key and value)
@@ -72,8 +72,9 @@ def test_transport_keeps_views_aliasing_and_writes():
     packer = Packer()
     tree = packer.pack({"v": view, "a": alias, "h": (half, torch.empty(0)), "n": 7})
     assert len(packer.storages) == 3  # one per storage, not per tensor
-    far = [as_storage(data, device) for device, data in packer.table()]
-    before = [s.clone() for s in far]
+    table = packer.table()
+    far = [as_storage(data, device) for device, data in table]
+    before = snapshot(far, table)
     got = unpack(tree, far)
     assert torch.equal(got["v"], view) and got["v"].stride() == view.stride() and got["n"] == 7
     assert got["v"].storage_offset() == 4 and torch.equal(got["h"][0], half)
