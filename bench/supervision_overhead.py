@@ -13,7 +13,8 @@ warmed up before timing, as in a run):
    the totals divided by the cases is the overhead per case.
 
 Both ways run the same cases in the same order, alternating by case, so drift in machine load hits
-both. Prints the seed.
+both. Wall time and CPU time are both shown: CPU time (this process, plus the worker's from
+``/proc/PID/stat``, so Linux only) is what a shared, overloaded machine cannot distort. Prints the seed.
 """
 
 from __future__ import annotations
@@ -64,15 +65,36 @@ def drawn_cases(profile, n: int, seed: int) -> list[Case]:
     return out
 
 
-def median_call_ms(kernel, batch, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
+def worker_cpu_s(kernel) -> float:
+    """CPU seconds used so far by the worker of a supervised kernel (0 for an in-process one)."""
+    pid = getattr(getattr(kernel, "supervisor", None), "worker_pid", lambda: None)()
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(kernel, fn) -> tuple[float, float]:
+    """``fn()``'s wall and CPU seconds (this process plus the kernel's worker)."""
+    w0, c0 = time.perf_counter(), time.process_time() + worker_cpu_s(kernel)
+    fn()
+    return time.perf_counter() - w0, time.process_time() + worker_cpu_s(kernel) - c0
+
+
+def median_call_ms(kernel, batch, repeat: int) -> tuple[float, float]:
+    """Median wall ms of one call, and mean CPU ms over the calls (CPU clocks tick at 10 ms)."""
+    def call():
         kernel.verify(batch)
         if batch.device.type == "cuda":
             torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-    return 1e3 * statistics.median(times)
+
+    walls, cpu = [], 0.0
+    for _ in range(repeat):
+        wall, c = timed(kernel, call)
+        walls.append(wall)
+        cpu += c
+    return 1e3 * statistics.median(walls), 1e3 * cpu / repeat
 
 
 def main(argv=None) -> int:
@@ -94,34 +116,38 @@ def main(argv=None) -> int:
         plain.verify(warm), supervised.verify(warm)  # worker start and first compiles, untimed
 
         print("\n## per call (median of %d verify calls)" % args.repeat)
-        print(f"{'V':>7s} {'reqs':>4s} {'k':>2s} {'dtype':>8s} {'MB out':>7s} {'in-process ms':>14s} "
-              f"{'supervised ms':>14s} {'overhead ms':>12s}")
+        print(f"{'V':>7s} {'reqs':>4s} {'k':>2s} {'dtype':>8s} {'MB out':>7s} {'wall: in-process':>16s} "
+              f"{'supervised':>10s} {'overhead':>9s} {'cpu: in-process':>16s} {'supervised':>10s} "
+              f"{'overhead':>9s}  (ms)")
         for vocab, reqs, k, dtype in SHAPES[device.type]:
             batch = build_batch(shape_case(vocab, reqs, k, dtype), device)
             packer = Packer()
             packer.pack((batch,))
             mb = sum(s.numel() for s in packer.storages) / 2**20
             plain.verify(batch), supervised.verify(batch)  # compiles for this shape, untimed
-            a, b = median_call_ms(plain, batch, args.repeat), median_call_ms(supervised, batch, args.repeat)
-            print(f"{vocab:7d} {reqs:4d} {k:2d} {dtype:>8s} {mb:7.2f} {a:14.3f} {b:14.3f} {b - a:12.3f}", flush=True)
+            (a, ac), (b, bc) = (median_call_ms(k, batch, args.repeat) for k in (plain, supervised))
+            print(f"{vocab:7d} {reqs:4d} {k:2d} {dtype:>8s} {mb:7.2f} {a:16.2f} {b:10.2f} {b - a:9.2f} "
+                  f"{ac:16.2f} {bc:10.2f} {bc - ac:9.2f}", flush=True)
 
         cases = drawn_cases(profile, args.cases, args.seed)
         prop = Structural()
         ctxs = {w: RunContext(profile, device, args.seed, args.kernel) for w in ("in", "sup")}
         for case in cases[:3]:  # compiles of the first shapes, untimed
             prop.check_guarded(plain, case, ctxs["in"]), prop.check_guarded(supervised, case, ctxs["sup"])
-        total = {"in": 0.0, "sup": 0.0}
+        wall, cpu = {"in": 0.0, "sup": 0.0}, {"in": 0.0, "sup": 0.0}
         for case in cases:
             for way, kernel in (("in", plain), ("sup", supervised)):
-                t = time.perf_counter()
-                outcome = prop.check_guarded(kernel, case, ctxs[way])
-                total[way] += time.perf_counter() - t
-                if outcome.findings:
-                    print(f"  {way}: {outcome.findings[0].cls} on {case.summary()}")
-        per_in, per_sup = (1e3 * total[w] / len(cases) for w in ("in", "sup"))
+                outcome = []
+                w, c = timed(kernel, lambda: outcome.append(prop.check_guarded(kernel, case, ctxs[way])))
+                wall[way] += w
+                cpu[way] += c
+                if outcome[0].findings:
+                    print(f"  {way}: {outcome[0].findings[0].cls} on {case.summary()}")
         print(f"\n## per case (structural, {len(cases)} cases of the {profile.name} profile)")
-        print(f"in-process {per_in:.2f} ms/case, supervised {per_sup:.2f} ms/case, "
-              f"overhead {per_sup - per_in:.2f} ms/case ({100 * (per_sup / per_in - 1):.0f} %)")
+        for name, total in (("wall", wall), ("cpu", cpu)):
+            per_in, per_sup = (1e3 * total[w] / len(cases) for w in ("in", "sup"))
+            print(f"{name}: in-process {per_in:.2f} ms/case, supervised {per_sup:.2f} ms/case, "
+                  f"overhead {per_sup - per_in:.2f} ms/case ({100 * (per_sup / max(per_in, 1e-9) - 1):.0f} %)")
         print(f"worker starts: {supervised.supervisor.workers_started}, faults: {supervised.supervisor.faults}")
     finally:
         close(supervised)

@@ -260,6 +260,10 @@ class Supervisor:
         batch = args[0] if args else None
         return KernelFault(kind, name, message, evidence, batch)
 
+    def worker_pid(self) -> int | None:
+        """The process id of the worker that runs the next call (None before the first call)."""
+        return self._active.proc.pid if self._active is not None else None
+
     def close(self) -> None:
         for w in (self._active, self._spare):
             if w is not None:

@@ -42,7 +42,7 @@ def _picklable(error: BaseException) -> BaseException | None:
 
 
 def _devices(storages) -> set:
-    return {s.device for s in storages if s.device.type == "cuda"}
+    return {s.device for s in storages}
 
 
 def serve(conn: Connection, spec: str) -> None:
@@ -76,7 +76,8 @@ def serve(conn: Connection, spec: str) -> None:
         try:
             result = getattr(kernel, name)(*args)
             for device in devices:
-                torch.cuda.synchronize(device)  # surface asynchronous faults inside the call
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)  # surface asynchronous faults inside the call
             error = None
         except Exception as exc:  # noqa: BLE001 -- a kernel may raise anything
             if not all(device_healthy(d) for d in devices):
