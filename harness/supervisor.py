@@ -229,6 +229,10 @@ class Supervisor:
             reply = worker.receive(limit)
         except (EOFError, OSError):
             reply = ("died",)
+        except BaseException:  # e.g. SIGTERM's Interrupted: the call's reply must never meet the next call
+            worker.kill()
+            self._active = None
+            raise
         if reply is None or reply[0] in ("died", "fault"):
             raise self._fault(worker, name, reply, limit, since, time.monotonic() - started, args)
         write_back(packer.storages, reply[1])
