@@ -18,11 +18,13 @@ process group of its own (a hang is killed with whatever it started); ``faulthan
 every thread's stack on a fatal signal, and on SIGUSR1 (what the harness sends a call that outlived
 its time limit, before killing it). Freed device memory is poisoned before every call
 (``harness.guard_bands.poison_allocator``), as ``structural`` does in one process. The worker exits
-when the harness closes its pipe.
+when the harness closes its pipe, and (on Linux) is killed when the fork server exits with the
+harness, so a hung worker never outlives a killed harness.
 """
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import os
 import pickle
@@ -31,6 +33,7 @@ import traceback
 from multiprocessing.connection import Connection
 
 CALLS = ("verify", "random_draws", "verify_into")
+PR_SET_PDEATHSIG = 1
 
 
 def _picklable(error: BaseException) -> BaseException | None:
@@ -99,8 +102,26 @@ def serve(conn: Connection, spec: str) -> None:
             os._exit(1)
 
 
+def _die_with_parent() -> None:
+    """Linux: be killed when the fork server goes, so that a hung worker never outlives a harness
+    that was itself killed. The fork server exits once every holder of its "alive" pipe has closed
+    it: the harness, and every forked child, which inherits a copy (so that it could fork through
+    the server too). A worker forks nothing, so it closes its copy."""
+    from multiprocessing import forkserver
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        server = forkserver._forkserver
+        if server._forkserver_alive_fd is not None:
+            os.close(server._forkserver_alive_fd)
+            server._forkserver_alive_fd = None
+    except (OSError, AttributeError):
+        pass
+
+
 def main(conn: Connection, spec: str, log_path: str) -> None:
     os.setsid()
+    _die_with_parent()
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(log, 1)
     os.dup2(log, 2)
