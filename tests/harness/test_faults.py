@@ -134,7 +134,11 @@ def test_fuzz_shrinks_saves_and_deduplicates_the_fault(name, tmp_path, fast_shri
     failure = structural["failures"][0]
     _assert_fault(failure, name)
     (saved,) = corpus.glob(f"structural-{FAULTS[name][0]}-verify-*.json")
-    assert str(saved) in failure["repro"] and "report.html" in {p.name for p in tmp_path.iterdir()}
+    assert str(saved) in failure["repro"]
+    page = (tmp_path / "report.html").read_text()
+    assert f"&mdash; {FAULTS[name][0]} at" in page
+    if failure["evidence"]["stderr_tail"]:  # os._exit leaves none; a signal or a hang leaves a stack dump
+        assert "worker stderr (tail)" in page and f"{name}.py" in page
 
 
 @pytest.mark.parametrize(
