@@ -105,7 +105,8 @@ def kernel_under_test(kernel_spec, request):
         kernel = load_kernel(kernel_spec)
     except PluginError as exc:
         pytest.fail(f"--kernel {kernel_spec}: {exc}", pytrace=False)
-    kernel = supervise(kernel, kernel_spec, _profile(request.config), request.config.getoption("--in-process"))
+    in_process = request.config.getoption("--in-process")
+    kernel = supervise(kernel, kernel_spec, _profile(request.config), in_process)
     yield kernel
     close(kernel)
 
@@ -126,4 +127,5 @@ def run_context(test_device, kernel_spec, request):
     from harness.properties.base import RunContext
 
     seed = int(os.environ.get("SPECFUZZ_SEED", "0"))
-    return RunContext(profile=_profile(request.config), device=test_device, seed=seed, kernel_spec=kernel_spec)
+    profile = _profile(request.config)
+    return RunContext(profile=profile, device=test_device, seed=seed, kernel_spec=kernel_spec)

@@ -20,6 +20,7 @@ both. Wall time and CPU time are both shown: CPU time (this process, plus the wo
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -27,10 +28,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import kernels._device  # noqa: E402,F401  (before triton)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+import kernels._device  # noqa: E402,F401  (before triton)
 from harness.cases import Case, build_batch  # noqa: E402
 from harness.plugins import load_kernel  # noqa: E402
 from harness.profiles import PROFILES  # noqa: E402
@@ -84,6 +85,7 @@ def timed(kernel, fn) -> tuple[float, float]:
 
 def median_call_ms(kernel, batch, repeat: int) -> tuple[float, float]:
     """Median wall ms of one call, and mean CPU ms over the calls (CPU clocks tick at 10 ms)."""
+
     def call():
         kernel.verify(batch)
         if batch.device.type == "cuda":
@@ -115,10 +117,12 @@ def main(argv=None) -> int:
         warm = build_batch(shape_case(64, 2, 2, "float32"), device)
         plain.verify(warm), supervised.verify(warm)  # worker start and first compiles, untimed
 
-        print("\n## per call (median of %d verify calls)" % args.repeat)
-        print(f"{'V':>7s} {'reqs':>4s} {'k':>2s} {'dtype':>8s} {'MB out':>7s} {'wall: in-process':>16s} "
-              f"{'supervised':>10s} {'overhead':>9s} {'cpu: in-process':>16s} {'supervised':>10s} "
-              f"{'overhead':>9s}  (ms)")
+        print(f"\n## per call (median of {args.repeat} verify calls)")
+        print(
+            f"{'V':>7s} {'reqs':>4s} {'k':>2s} {'dtype':>8s} {'MB out':>7s} {'wall: in-process':>16s} "
+            f"{'supervised':>10s} {'overhead':>9s} {'cpu: in-process':>16s} {'supervised':>10s} "
+            f"{'overhead':>9s}  (ms)"
+        )
         for vocab, reqs, k, dtype in SHAPES[device.type]:
             batch = build_batch(shape_case(vocab, reqs, k, dtype), device)
             packer = Packer()
@@ -126,8 +130,11 @@ def main(argv=None) -> int:
             mb = sum(s.numel() for s in packer.storages) / 2**20
             plain.verify(batch), supervised.verify(batch)  # compiles for this shape, untimed
             (a, ac), (b, bc) = (median_call_ms(k, batch, args.repeat) for k in (plain, supervised))
-            print(f"{vocab:7d} {reqs:4d} {k:2d} {dtype:>8s} {mb:7.2f} {a:16.2f} {b:10.2f} {b - a:9.2f} "
-                  f"{ac:16.2f} {bc:10.2f} {bc - ac:9.2f}", flush=True)
+            print(
+                f"{vocab:7d} {reqs:4d} {k:2d} {dtype:>8s} {mb:7.2f} {a:16.2f} {b:10.2f} {b - a:9.2f} "
+                f"{ac:16.2f} {bc:10.2f} {bc - ac:9.2f}",
+                flush=True,
+            )
 
         cases = drawn_cases(profile, args.cases, args.seed)
         prop = Structural()
@@ -138,7 +145,8 @@ def main(argv=None) -> int:
         for case in cases:
             for way, kernel in (("in", plain), ("sup", supervised)):
                 outcome = []
-                w, c = timed(kernel, lambda: outcome.append(prop.check_guarded(kernel, case, ctxs[way])))
+                check = functools.partial(prop.check_guarded, kernel, case, ctxs[way])
+                w, c = timed(kernel, lambda check=check, outcome=outcome: outcome.append(check()))
                 wall[way] += w
                 cpu[way] += c
                 if outcome[0].findings:
@@ -146,9 +154,13 @@ def main(argv=None) -> int:
         print(f"\n## per case (structural, {len(cases)} cases of the {profile.name} profile)")
         for name, total in (("wall", wall), ("cpu", cpu)):
             per_in, per_sup = (1e3 * total[w] / len(cases) for w in ("in", "sup"))
-            print(f"{name}: in-process {per_in:.2f} ms/case, supervised {per_sup:.2f} ms/case, "
-                  f"overhead {per_sup - per_in:.2f} ms/case ({100 * (per_sup / max(per_in, 1e-9) - 1):.0f} %)")
-        print(f"worker starts: {supervised.supervisor.workers_started}, faults: {supervised.supervisor.faults}")
+            print(
+                f"{name}: in-process {per_in:.2f} ms/case, supervised {per_sup:.2f} ms/case, "
+                f"overhead {per_sup - per_in:.2f} ms/case ({100 * (per_sup / max(per_in, 1e-9) - 1):.0f} %)"
+            )
+        print(
+            f"worker starts: {supervised.supervisor.workers_started}, faults: {supervised.supervisor.faults}"
+        )
     finally:
         close(supervised)
     return 0

@@ -3,9 +3,10 @@
 ``check --kernel SPEC [--profile ci|dev|gpu|nightly] [--device cpu|cuda] [--seed N] [--report DIR]
 [--only NAME...] [--fail-fast] [--time-limit S] [--in-process]`` runs every registered property the
 kernel claims and exits 0 when all claimed properties hold, 1 when any fails (a kernel that crashes,
-exits or hangs its supervised worker fails: harness/supervisor.py), 2 on a usage or harness error. Other subcommands (fuzz,
-merge, replay, mutate, calibrate) come from modules that define ``add_cli(subparsers)``; each sets
-``func`` on its parser to a callable taking the parsed arguments and returning an exit code.
+exits or hangs its supervised worker fails: harness/supervisor.py), 2 on a usage or harness error.
+Other subcommands (fuzz, merge, replay, mutate, calibrate) come from modules that define
+``add_cli(subparsers)``; each sets ``func`` on its parser to a callable taking the parsed arguments
+and returning an exit code.
 """
 
 from __future__ import annotations

@@ -448,9 +448,8 @@ def _replay_all(args, files: list[Path], kernel, ctx) -> int:
                 f"pass    {out.name} ({len(out.properties_run)} properties, {out.seconds:.1f} s)"
                 + ("  <- marked known_failure: remove the mark" if out.known_failure else "")
             )
-    print(
-        f"replay: {applicable} applicable entries of {len(files) or 1}, {failed} failed (kernel {args.kernel})"
-    )
+    entries = len(files) or 1
+    print(f"replay: {applicable} applicable entries of {entries}, {failed} failed (kernel {args.kernel})")
     return 1 if failed else 0
 
 

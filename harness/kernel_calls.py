@@ -30,8 +30,8 @@ class KernelRaised(Exception):
     def __init__(self, what: str, error: BaseException):
         self.what = what
         self.error = error
-        remote = getattr(error, "remote_traceback", None)  # raised in a worker process
-        self.trace = remote or "".join(traceback.format_exception(type(error), error, error.__traceback__)[-6:])
+        local = traceback.format_exception(type(error), error, error.__traceback__)[-6:]
+        self.trace = getattr(error, "remote_traceback", None) or "".join(local)  # remote: from a worker
         super().__init__(f"{what} raised {type(error).__name__}: {error}")
 
 

@@ -425,7 +425,8 @@ def _stderr_tail(failure: dict) -> str:
     tail = (failure.get("evidence") or {}).get("stderr_tail")
     if not tail:
         return ""
-    return f'<details open><summary>worker stderr (tail)</summary><pre class="stderr">{_e(tail)}</pre></details>'
+    summary = "<summary>worker stderr (tail)</summary>"
+    return f'<details open>{summary}<pre class="stderr">{_e(tail)}</pre></details>'
 
 
 STYLE = """

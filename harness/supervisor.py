@@ -40,13 +40,13 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import functools
-import os
 import multiprocessing
-from multiprocessing import spawn
+import os
 import shutil
 import signal
 import tempfile
 import time
+from multiprocessing import spawn
 
 from harness.kernel_calls import KernelFault, WorkerError
 from harness.transport import Packer, as_storage, unpack, write_back
@@ -111,7 +111,9 @@ class Worker:
         os.close(fd)
         context = fork_server(spec)
         self.conn, child = context.Pipe()
-        self.proc = context.Process(target=worker_main, args=(child, spec, self.log_path), name="specfuzz-worker")
+        self.proc = context.Process(
+            target=worker_main, args=(child, spec, self.log_path), name="specfuzz-worker"
+        )
         _start_without_main(self.proc)
         child.close()
         self.send = self.conn.send

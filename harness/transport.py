@@ -74,7 +74,10 @@ class Packer:
             self._index[key] = len(self.storages)
             self.storages.append(u8)
         return TensorRef(
-            self._index[key], str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.stride()),
+            self._index[key],
+            str(t.dtype).removeprefix("torch."),
+            tuple(t.shape),
+            tuple(t.stride()),
             t.storage_offset(),
         )
 
@@ -122,7 +125,9 @@ def unpack(obj, storages: list[torch.Tensor]):
 def snapshot(storages: list[torch.Tensor], table: list[tuple[str, bytes]]) -> list:
     """What ``changed_storages`` compares with: the bytes received for a host storage (no copy), a
     device-side clone for a CUDA one."""
-    return [data if s.device.type == "cpu" else s.clone() for s, (_, data) in zip(storages, table, strict=True)]
+    return [
+        data if s.device.type == "cpu" else s.clone() for s, (_, data) in zip(storages, table, strict=True)
+    ]
 
 
 def changed_storages(before: list, after: list[torch.Tensor]) -> list[int]:

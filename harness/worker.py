@@ -6,8 +6,9 @@ costs milliseconds, not an interpreter start. ``main(conn, spec, log_path)`` is 
 worker loads the kernel itself (``kernels._device`` first), so its CUDA context is its own.
 Messages are pickled tuples over one ``multiprocessing`` pipe:
 
-- harness -> worker: ``("call", name, tree, table)`` per call (``name`` is ``verify``, ``random_draws`` or ``verify_into``; ``tree`` and ``table`` are the
-  arguments as packed by ``harness.transport``).
+- harness -> worker: ``("call", name, tree, table)`` per call (``name`` is ``verify``,
+  ``random_draws`` or ``verify_into``; ``tree`` and ``table`` are the arguments as packed by
+  ``harness.transport``).
 - worker -> harness: ``("ready", kernel_name)`` or ``("broken", text)`` once loaded; per call
   ``("ok", changed, result_tree, result_table)`` or ``("raised", changed, error, text, trace)``, where
   ``changed`` maps argument storages the call modified to their new bytes; ``("fault", text)`` when
@@ -51,9 +52,9 @@ def _devices(storages) -> set:
 def serve(conn: Connection, spec: str) -> None:
     """Load the kernel, then answer ``call`` messages until the harness closes the pipe."""
     try:
-        import kernels._device  # noqa: F401  (chooses compiled Triton or the interpreter first)
         import torch
 
+        import kernels._device  # noqa: F401  (chooses compiled Triton or the interpreter first)
         from harness.guard_bands import poison_allocator
         from harness.kernel_calls import device_healthy
         from harness.plugins import load_kernel

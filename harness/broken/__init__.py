@@ -144,7 +144,9 @@ CATALOGUE: tuple[BrokenKernel, ...] = (
         fault="crash",
     ),
     BrokenKernel(
-        "hangs_on_large_batch", "own: sleeps forever on batches with V > 40 and >= 2 requests", ("structural",),
+        "hangs_on_large_batch",
+        "own: sleeps forever on batches with V > 40 and >= 2 requests",
+        ("structural",),
         fault="hang",
     ),
     BrokenKernel(

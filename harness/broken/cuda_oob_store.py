@@ -10,11 +10,11 @@ demonstrates.) Expected catcher: ``structural`` (a ``crash`` finding naming the 
 
 import dataclasses
 
-import kernels._device  # noqa: F401  (before triton: compiled on a GPU, interpreted elsewhere)
 import torch
 import triton
 import triton.language as tl
 
+import kernels._device  # noqa: F401  (before triton: compiled on a GPU, interpreted elsewhere)
 from harness.broken.faulting import FaultsOnLargeBatches
 
 FAR = 1 << 40  # elements past the output: far outside any allocation

@@ -17,6 +17,8 @@ gets a fresh worker, so the search and its shrinking go on.
 
 from __future__ import annotations
 
+import json
+import shlex
 import time
 from dataclasses import dataclass, field
 
@@ -25,9 +27,6 @@ from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
 from harness.cases import Case
-import json
-import shlex
-
 from harness.kernel_calls import DeviceFault, KernelFault, KernelRaised
 from harness.output_checks import Violation
 from harness.properties.base import (

@@ -93,11 +93,16 @@ def test_supervised_reference_kernel_matches_in_process_and_keeps_guard_bands():
         case = Case(vocab_size=50, draft_lens=[2, 3], temperatures=[1.0, 0.5], seeds=[1, 2], positions=[0, 4])
         batch, guards = guarded_batch(build_batch(case))
         out, want = supervised.verify(batch), kernel.verify(batch)
-        assert torch.equal(out.output_token_ids, want.output_token_ids) and all(g.intact() for g in guards.values())
-        assert all(torch.equal(a, b) for a, b in zip(supervised.random_draws(batch), kernel.random_draws(batch)))
+        assert torch.equal(out.output_token_ids, want.output_token_ids) and all(
+            g.intact() for g in guards.values()
+        )
+        draws = zip(supervised.random_draws(batch), kernel.random_draws(batch), strict=True)
+        assert all(torch.equal(a, b) for a, b in draws)
         target, out_guards = guarded_outputs(batch, False)
         supervised.verify_into(batch, target)  # caller buffers are written back into this process
-        assert torch.equal(target.num_emitted, want.num_emitted) and all(g.intact() for g in out_guards.values())
+        assert torch.equal(target.num_emitted, want.num_emitted) and all(
+            g.intact() for g in out_guards.values()
+        )
         with pytest.raises(ValueError, match="temperature") as raised:
             supervised.verify(replace(batch, temperature=torch.tensor([float("nan"), 1.0])))
         assert "worker.py" in raised.value.remote_traceback
@@ -111,8 +116,23 @@ def test_supervised_reference_kernel_matches_in_process_and_keeps_guard_bands():
 # ----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_check_reports_the_fault_as_a_finding_and_goes_on(name, tmp_path, capsys, fast_shrink):
-    argv = ["check", "--kernel", _spec(name), "--profile", "ci", "--seed", "0", "--device", "cpu",
-            "--report", str(tmp_path), "--only", "structural", "logit_shift", *LIMIT]
+    argv = [
+        "check",
+        "--kernel",
+        _spec(name),
+        "--profile",
+        "ci",
+        "--seed",
+        "0",
+        "--device",
+        "cpu",
+        "--report",
+        str(tmp_path),
+        "--only",
+        "structural",
+        "logit_shift",
+        *LIMIT,
+    ]
     assert cli.main(argv) == 1  # the kernel failed: never its own exit code, never a dead harness
     props = json.loads((tmp_path / "report.json").read_text())["properties"]
     assert [p["name"] for p in props] == ["structural", "logit_shift"]
@@ -124,9 +144,30 @@ def test_check_reports_the_fault_as_a_finding_and_goes_on(name, tmp_path, capsys
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_fuzz_shrinks_saves_and_deduplicates_the_fault(name, tmp_path, fast_shrink):
     corpus = tmp_path / "corpus"
-    argv = ["fuzz", "--kernel", _spec(name), "--profile", "ci", "--seed", "0", "--device", "cpu",
-            "--budget", "120s", "--max-items", "2", "--only", "structural", "--corpus", str(corpus),
-            "--report", str(tmp_path), "--acceptance-requests", "0", *LIMIT]
+    argv = [
+        "fuzz",
+        "--kernel",
+        _spec(name),
+        "--profile",
+        "ci",
+        "--seed",
+        "0",
+        "--device",
+        "cpu",
+        "--budget",
+        "120s",
+        "--max-items",
+        "2",
+        "--only",
+        "structural",
+        "--corpus",
+        str(corpus),
+        "--report",
+        str(tmp_path),
+        "--acceptance-requests",
+        "0",
+        *LIMIT,
+    ]
     assert cli.main(argv) == 1
     report = json.loads((tmp_path / "report.json").read_text())
     (structural,) = [p for p in report["properties"] if p["name"] == "structural"]
@@ -145,16 +186,39 @@ def test_fuzz_shrinks_saves_and_deduplicates_the_fault(name, tmp_path, fast_shri
     "name",
     [
         "hangs_on_large_batch",
-        *(pytest.param(n, marks=pytest.mark.slow) for n in ("exits_on_large_batch", "segfault_on_large_batch")),
+        *(
+            pytest.param(n, marks=pytest.mark.slow)
+            for n in ("exits_on_large_batch", "segfault_on_large_batch")
+        ),
     ],
 )
 def test_pytest_kernel_fails_one_test_and_runs_the_next(name):
     """The session survives: both selected tests run and each fails with its own fault finding."""
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/harness/test_contract_properties.py", "-p", "no:randomly",
-         "-p", "tests.harness.fast_shrink", "-p", "no:cacheprovider", "-n", "0", "-q",
-         "-k", "structural or coupled_exactness", "--kernel", _spec(name), *LIMIT],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/harness/test_contract_properties.py",
+            "-p",
+            "no:randomly",
+            "-p",
+            "tests.harness.fast_shrink",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "0",
+            "-q",
+            "-k",
+            "structural or coupled_exactness",
+            "--kernel",
+            _spec(name),
+            *LIMIT,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1 and "2 failed" in out, out[-3000:]
@@ -170,6 +234,7 @@ def test_the_foreground_repro_really_crashes_and_supervision_is_what_saves_the_r
     assert argv[:4] == ["python", "-m", "harness", "replay"] and argv[-1] == "--in-process"
     repro = subprocess.run([sys.executable, *argv[1:]], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert repro.returncode == -signal.SIGSEGV, repro.stdout + repro.stderr
-    supervised = subprocess.run([sys.executable, *argv[1:-1]], cwd=REPO, capture_output=True, text=True,
-                                timeout=300)
+    supervised = subprocess.run(
+        [sys.executable, *argv[1:-1]], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert supervised.returncode == 1 and "crash at verify" in supervised.stdout, supervised.stdout
