@@ -53,6 +53,12 @@ def _spec(name: str) -> str:
     return f"harness.broken.{name}:kernel"
 
 
+def _common(name: str, report: Path) -> list[str]:
+    """The arguments check and fuzz share here: kernel, profile, seed, device, report, time limit."""
+    common = ["--kernel", _spec(name), "--profile", "ci", "--seed", "0", "--device", "cpu"]
+    return [*common, "--report", str(report), *LIMIT]
+
+
 def _assert_fault(failure: dict, name: str) -> None:
     cls, key, value = FAULTS[name]
     assert failure["class"] == cls and failure["first_field"] == "verify", failure["message"]
@@ -116,23 +122,7 @@ def test_supervised_reference_kernel_matches_in_process_and_keeps_guard_bands():
 # ----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_check_reports_the_fault_as_a_finding_and_goes_on(name, tmp_path, capsys, fast_shrink):
-    argv = [
-        "check",
-        "--kernel",
-        _spec(name),
-        "--profile",
-        "ci",
-        "--seed",
-        "0",
-        "--device",
-        "cpu",
-        "--report",
-        str(tmp_path),
-        "--only",
-        "structural",
-        "logit_shift",
-        *LIMIT,
-    ]
+    argv = ["check", *_common(name, tmp_path), "--only", "structural", "logit_shift"]
     assert cli.main(argv) == 1  # the kernel failed: never its own exit code, never a dead harness
     props = json.loads((tmp_path / "report.json").read_text())["properties"]
     assert [p["name"] for p in props] == ["structural", "logit_shift"]
@@ -144,30 +134,8 @@ def test_check_reports_the_fault_as_a_finding_and_goes_on(name, tmp_path, capsys
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_fuzz_shrinks_saves_and_deduplicates_the_fault(name, tmp_path, fast_shrink):
     corpus = tmp_path / "corpus"
-    argv = [
-        "fuzz",
-        "--kernel",
-        _spec(name),
-        "--profile",
-        "ci",
-        "--seed",
-        "0",
-        "--device",
-        "cpu",
-        "--budget",
-        "120s",
-        "--max-items",
-        "2",
-        "--only",
-        "structural",
-        "--corpus",
-        str(corpus),
-        "--report",
-        str(tmp_path),
-        "--acceptance-requests",
-        "0",
-        *LIMIT,
-    ]
+    argv = ["fuzz", *_common(name, tmp_path), "--budget", "120s", "--max-items", "2", "--only", "structural"]
+    argv += ["--corpus", str(corpus), "--acceptance-requests", "0"]
     assert cli.main(argv) == 1
     report = json.loads((tmp_path / "report.json").read_text())
     (structural,) = [p for p in report["properties"] if p["name"] == "structural"]
