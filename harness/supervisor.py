@@ -260,7 +260,7 @@ class Supervisor:
             kind, message = "crash", f"{name} ended the worker process: {worker.status()}"
         worker.kill()
         code = worker.proc.exitcode
-        if reply is not None:
+        if reply is not None and reply[0] == "died":  # not the worker's own exit after a CUDA fault
             evidence["exit_status"] = code
             if code < 0:
                 evidence["signal"] = _signal_name(-code)

@@ -55,8 +55,8 @@ def serve(conn: Connection, spec: str) -> None:
         import torch
 
         import kernels._device  # noqa: F401  (chooses compiled Triton or the interpreter first)
+        from harness import kernel_calls
         from harness.guard_bands import poison_allocator
-        from harness.kernel_calls import device_healthy
         from harness.plugins import load_kernel
         from harness.transport import Packer, as_storage, changed_storages, snapshot, storage_bytes, unpack
 
@@ -84,7 +84,7 @@ def serve(conn: Connection, spec: str) -> None:
                     torch.cuda.synchronize(device)  # surface asynchronous faults inside the call
             error = None
         except Exception as exc:  # noqa: BLE001 -- a kernel may raise anything
-            if not all(device_healthy(d) for d in devices):
+            if not all(kernel_calls.HEALTH_CHECK(d) for d in devices):
                 conn.send(("fault", f"{type(exc).__name__}: {exc}"))
                 os._exit(1)
             result, error = None, exc

@@ -22,11 +22,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import cli
+from harness import cli, kernel_calls
 from harness.adapters.reference_kernel import ReferenceKernel
 from harness.cases import Case, build_batch
 from harness.contract import VerifyOutput
 from harness.guard_bands import guarded_batch, guarded_outputs
+from harness.kernel_calls import KernelFault
 from harness.plugins import REFERENCE_KERNEL_SPEC
 from harness.profiles import PROFILES
 from harness.properties.base import RunContext
@@ -113,6 +114,39 @@ def test_supervised_reference_kernel_matches_in_process_and_keeps_guard_bands():
             supervised.verify(replace(batch, temperature=torch.tensor([float("nan"), 1.0])))
         assert "worker.py" in raised.value.remote_traceback
         assert isinstance(out, VerifyOutput) and supervised.supervisor.faults == 0
+    finally:
+        supervised.close()
+
+
+class SimulatedDeviceFault(ReferenceKernel):
+    """Raises a CUDA-like error on batches with 2+ requests and, in the worker only, makes the device
+    probe fail: what an illegal address does on a GPU, on the CPU."""
+
+    name = "simulated-device-fault"
+
+    def verify(self, batch):
+        if batch.num_reqs >= 2:
+            kernel_calls.HEALTH_CHECK = lambda device: False
+            raise RuntimeError("CUDA error: an illegal memory access was encountered (simulated)")
+        return super().verify(batch)
+
+
+def test_a_device_fault_in_the_worker_is_a_crash_and_the_next_call_gets_a_fresh_worker():
+    spec = "tests.harness.test_faults:SimulatedDeviceFault"
+    supervised = supervise(SimulatedDeviceFault(), spec, PROFILES["ci"])
+    one = build_batch(Case(vocab_size=8, draft_lens=[1], temperatures=[1.0], seeds=[3], positions=[0]))
+    two = build_batch(
+        Case(vocab_size=8, draft_lens=[1, 0], temperatures=[1.0, 1.0], seeds=[3, 4], positions=[0, 0])
+    )
+    try:
+        supervised.verify(one)
+        with pytest.raises(KernelFault) as fault:
+            supervised.verify(two)
+        assert fault.value.kind == "crash" and "illegal memory access" in fault.value.evidence["cuda_error"]
+        assert "exit_status" not in fault.value.evidence and fault.value.batch is two
+        assert torch.equal(supervised.verify(one).num_emitted, ReferenceKernel().verify(one).num_emitted)
+        assert kernel_calls.HEALTH_CHECK is kernel_calls.device_healthy  # this process was never touched
+        assert supervised.supervisor.faults == 1
     finally:
         supervised.close()
 
