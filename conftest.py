@@ -7,7 +7,10 @@
   it). The suite is a fast gate; the ``gpu`` profile is what ``python -m harness check`` runs on a GPU.
 - ``--kernel SPEC`` (``package.module:attr``) names the kernel under test for the kernel-agnostic
   property tests, ``--device cpu|cuda`` the device its tensors live on; fixtures ``kernel_spec``,
-  ``kernel_under_test``, ``test_device`` and ``run_context`` hand them to tests.
+  ``kernel_under_test``, ``test_device`` and ``run_context`` hand them to tests. The kernel's calls
+  run in a supervised worker (harness/supervisor.py: a crash or hang fails the one test with a
+  ``crash`` / ``hang`` finding, and the session goes on); ``--in-process`` turns that off,
+  ``--time-limit SECONDS`` sets the per-call limit.
 - Under ``pytest -n N`` on a GPU machine, each xdist worker is pinned to one GPU
   (``CUDA_VISIBLE_DEVICES``), round robin over the GPUs already visible to the controller.
 """
@@ -45,6 +48,18 @@ def pytest_addoption(parser):
         choices=("cpu", "cuda"),
         help="device the kernel's tensors live on (default: cuda when present)",
     )
+    group.addoption(
+        "--in-process",
+        action="store_true",
+        help="call the kernel under test in the pytest process (no supervised worker)",
+    )
+    group.addoption(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="a supervised kernel call running longer is a hang finding (default: the profile's)",
+    )
 
 
 def visible_gpus() -> list[str]:
@@ -74,14 +89,26 @@ def kernel_spec(request) -> str:
     return request.config.getoption("--kernel") or DEFAULT_KERNEL_SPEC
 
 
+def _profile(config):
+    from harness.profiles import PROFILES
+    from harness.supervisor import profile_with_limits
+
+    return profile_with_limits(PROFILES[active_profile_name()], config.option)
+
+
 @pytest.fixture(scope="session")
-def kernel_under_test(kernel_spec):
+def kernel_under_test(kernel_spec, request):
     from harness.plugins import PluginError, load_kernel
+    from harness.supervisor import close, supervise
 
     try:
-        return load_kernel(kernel_spec)
+        kernel = load_kernel(kernel_spec)
     except PluginError as exc:
         pytest.fail(f"--kernel {kernel_spec}: {exc}", pytrace=False)
+    in_process = request.config.getoption("--in-process")
+    kernel = supervise(kernel, kernel_spec, _profile(request.config), in_process)
+    yield kernel
+    close(kernel)
 
 
 @pytest.fixture(scope="session")
@@ -95,12 +122,10 @@ def test_device(request):
 
 
 @pytest.fixture
-def run_context(test_device, kernel_spec):
+def run_context(test_device, kernel_spec, request):
     """A fresh RunContext on the active profile; ``SPECFUZZ_SEED`` sets the root seed (default 0)."""
-    from harness.profiles import PROFILES
     from harness.properties.base import RunContext
 
     seed = int(os.environ.get("SPECFUZZ_SEED", "0"))
-    return RunContext(
-        profile=PROFILES[active_profile_name()], device=test_device, seed=seed, kernel_spec=kernel_spec
-    )
+    profile = _profile(request.config)
+    return RunContext(profile=profile, device=test_device, seed=seed, kernel_spec=kernel_spec)

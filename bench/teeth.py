@@ -2,13 +2,17 @@
 
     python bench/teeth.py [--profile ci] [--device cpu|cuda] [--seeds 20] [--correct SPEC ...]
                           [--broken NAME ...] [--skip-broken] [--only PROPERTY ...]
+                          [--time-limit SECONDS] [--in-process]
 
 For each broken kernel of ``harness.broken`` it runs every registered property in registry order with
 fail-fast (what ``python -m harness check --fail-fast`` does) and prints the property that caught it
 and the seconds it took; a broken kernel nobody catches is listed as ``NOT CAUGHT``. Then it runs the
 full check of each correct kernel (default: torch_eager and our Triton kernels) with seeds 0..N-1 and
 counts false alarms (any failing property). Exit status 1 if a broken kernel escapes or a correct
-kernel fails. Runs in one process so imports and JIT compilations are paid once.
+kernel fails. Runs in one process so imports are paid once; kernel calls run in a supervised worker
+per kernel (harness/supervisor.py), so the entries that segfault, exit or hang are caught as
+``crash`` / ``hang`` findings (an entry whose finding is of another class counts as escaped), and
+entries whose fault needs another device (``cuda_oob_store`` on the CPU) are listed as skipped.
 """
 
 from __future__ import annotations
@@ -28,15 +32,20 @@ from harness.plugins import load_kernel  # noqa: E402
 from harness.profiles import PROFILES  # noqa: E402
 from harness.properties.base import ERROR, FAIL, NOT_CLAIMED, RunContext  # noqa: E402
 from harness.runner import run_properties, select_properties  # noqa: E402
+from harness.supervisor import add_supervision_args, close, profile_with_limits, supervise  # noqa: E402
 
 CORRECT = ("harness.implementations.torch_eager:kernel", "harness.adapters.triton_kernels:kernel")
 
 
-def check(spec: str, profile: str, device: torch.device, seed: int, fail_fast: bool, only=None):
-    kernel = load_kernel(spec)
-    ctx = RunContext(PROFILES[profile], device, seed, spec, fail_fast=fail_fast)
+def check(spec: str, args, device: torch.device, seed: int, fail_fast: bool, only=None):
+    profile = profile_with_limits(PROFILES[args.profile], args)
+    kernel = supervise(load_kernel(spec), spec, profile, args.in_process)
+    ctx = RunContext(profile, device, seed, spec, fail_fast=fail_fast)
     started = time.perf_counter()
-    results = run_properties(kernel, ctx, select_properties(only), allow_subprocess=False)
+    try:
+        results = run_properties(kernel, ctx, select_properties(only), allow_subprocess=False)
+    finally:
+        close(kernel)
     return results, time.perf_counter() - started
 
 
@@ -51,6 +60,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--only", nargs="*", default=None, help="properties for the correct kernels (default: all)"
     )
+    add_supervision_args(parser)
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     escaped, alarms = 0, 0
@@ -61,9 +71,14 @@ def main(argv=None) -> int:
         for entry in CATALOGUE:
             if args.broken and entry.name not in args.broken:
                 continue
-            results, secs = check(entry.spec, args.profile, device, 0, fail_fast=True)
-            failed = [r.name for r in results if r.verdict == FAIL]
-            caught = failed[0] if failed else "NOT CAUGHT"
+            if device.type not in entry.devices:
+                print(f"{entry.name:40s} {'skipped: faults only on ' + '/'.join(entry.devices):34s}")
+                continue
+            results, secs = check(entry.spec, args, device, 0, fail_fast=True)
+            failed = [r for r in results if r.verdict == FAIL]
+            if entry.fault:  # a fault kernel must end as a finding of its class, not any failure
+                failed = [r for r in failed if r.failures and r.failures[0].cls == entry.fault]
+            caught = failed[0].name + (f" ({entry.fault})" if entry.fault else "") if failed else "NOT CAUGHT"
             escaped += not failed
             errors = [r.name for r in results if r.verdict == ERROR]
             note = f"  (errors: {errors})" if errors else ""
@@ -75,7 +90,7 @@ def main(argv=None) -> int:
         print(f"\n## correct kernel {spec}: {args.seeds} seeds (profile {args.profile}, device {device})")
         total, not_run = 0.0, set()
         for seed in range(args.seeds):
-            results, secs = check(spec, args.profile, device, seed, fail_fast=False, only=args.only)
+            results, secs = check(spec, args, device, seed, fail_fast=False, only=args.only)
             total += secs
             bad = [
                 (r.name, r.verdict, (r.failures[0].message if r.failures else r.note)[:120])

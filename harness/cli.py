@@ -1,10 +1,12 @@
 """``python -m harness ...``: the command line.
 
 ``check --kernel SPEC [--profile ci|dev|gpu|nightly] [--device cpu|cuda] [--seed N] [--report DIR]
-[--only NAME...] [--fail-fast]`` runs every registered property the kernel claims and exits 0 when all
-claimed properties hold, 1 when any fails, 2 on a usage or harness error. Other subcommands (fuzz,
-merge, replay, mutate, calibrate) come from modules that define ``add_cli(subparsers)``; each sets
-``func`` on its parser to a callable taking the parsed arguments and returning an exit code.
+[--only NAME...] [--fail-fast] [--time-limit S] [--in-process]`` runs every registered property the
+kernel claims and exits 0 when all claimed properties hold, 1 when any fails (a kernel that crashes,
+exits or hangs its supervised worker fails: harness/supervisor.py), 2 on a usage or harness error.
+Other subcommands (fuzz, merge, replay, mutate, calibrate) come from modules that define
+``add_cli(subparsers)``; each sets ``func`` on its parser to a callable taking the parsed arguments
+and returning an exit code.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def _default_device() -> str:
 def add_check_cli(subparsers) -> None:
     from harness.plugins import DEFAULT_KERNEL_SPEC
     from harness.profiles import PROFILES
+    from harness.supervisor import add_supervision_args
 
     p = subparsers.add_parser("check", help="run every claimed property against a kernel once")
     p.add_argument(
@@ -65,6 +68,7 @@ def add_check_cli(subparsers) -> None:
         "--fail-fast", action="store_true", help="stop at the first failing property, no shrinking"
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines (summary only)")
+    add_supervision_args(p)
     p.add_argument(
         "--max-examples",
         type=int,
@@ -92,6 +96,7 @@ def run_check(args: argparse.Namespace) -> int:
         run_properties,
         select_properties,
     )
+    from harness.supervisor import close, profile_with_limits, supervise
 
     say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
     # Degenerate rows make the interpreter and the oracle compute inf/NaN on purpose:
@@ -103,6 +108,11 @@ def run_check(args: argparse.Namespace) -> int:
             print("error: --max-examples must be >= 1", file=sys.stderr)
             return USAGE_ERROR
         profile = dataclasses.replace(profile, max_examples=args.max_examples)
+    try:
+        profile = profile_with_limits(profile, args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
     device_name = args.device or _default_device()
     if device_name == "cuda" and not torch.cuda.is_available():
         print("error: --device cuda but no CUDA device is available", file=sys.stderr)
@@ -128,6 +138,10 @@ def run_check(args: argparse.Namespace) -> int:
     )
     if args.max_examples is not None:
         command += f" --max-examples {args.max_examples}"
+    if args.time_limit is not None:
+        command += f" --time-limit {args.time_limit:g}"
+    if args.in_process:
+        command += " --in-process"
     if args.only:
         command += " --only " + " ".join(shlex.quote(n) for n in args.only)
     say(
@@ -142,12 +156,15 @@ def run_check(args: argparse.Namespace) -> int:
     say("domain: " + " ".join(f"{k}={v}" for k, v in ctx.extra["domain"].items()))
     started, t0 = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
     results = []
+    kernel = supervise(kernel, args.kernel, profile, args.in_process)
     with interrupt_on_sigterm():  # a time limit still gets the summary and the report of what ran
         try:
             results = import_error_results(args.only)
             results += run_properties(kernel, ctx, properties, progress=say)
         except Interrupted:  # before run_properties took over (it records its own interruption)
             results.append(PropertyResult("check", 0, ERROR, note="interrupted before any property ran"))
+        finally:
+            close(kernel)
     duration = time.perf_counter() - t0
 
     print(summary_table(results))

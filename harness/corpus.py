@@ -5,6 +5,10 @@ docs/interfaces.md section 6) holding a ``harness.cases.Case`` and where it came
 fuzz failure (``save_failure``) or one of BUGS.md's degenerate inputs (``degenerate_seeds``).
 ``python -m harness replay PATH... --kernel SPEC`` rebuilds each case on the device under test and
 runs the per-case properties on it; exit 0 when every entry passes, 1 when any fails.
+``replay --case JSON --only NAME`` does the same for one case given on the command line (the
+foreground reproduction of a ``crash`` / ``hang`` finding adds ``--in-process``). Kernel calls run in
+a supervised worker unless ``--in-process`` (harness/supervisor.py): a crashing entry is a failure of
+that entry, and the replay goes on.
 
 File names are ``<name>.json`` where the name of a saved failure is derived from its failure key and
 a hash of its case, so saving the same failure twice writes the same file (idempotent).
@@ -369,21 +373,26 @@ def admits(property_name: str, kernel: object, ctx, case: Case) -> bool:
     return all(ok for name, ok in checks.items() if getattr(narrow, name) != getattr(whole, name))
 
 
-def replay_entry(path: str | Path, kernel: object, ctx) -> ReplayOutcome:
-    """Rebuild the entry's case and run its per-case properties (all of them when it names none)."""
+def replay_entry(path: str | Path, kernel: object, ctx, only: list[str] | None = None) -> ReplayOutcome:
+    """Rebuild the entry's case and run its per-case properties (``only``, else the ones it names,
+    else all of them)."""
+    return replay(load_entry(path), str(path), kernel, ctx, only)
+
+
+def replay(entry: Entry, where: str, kernel: object, ctx, only: list[str] | None = None) -> ReplayOutcome:
+    """``replay_entry`` for an entry already in hand (a file's, or one built from ``--case``)."""
     import time
 
     from harness.runner import run_case
 
-    entry = load_entry(path)
-    outcome = ReplayOutcome(str(path), entry.name, known_failure=entry.known_failure)
+    outcome = ReplayOutcome(where, entry.name, known_failure=entry.known_failure)
     outcome.known_defect = entry.known_defects.get(getattr(kernel, "name", ""), "")
     missing = unclaimed_features(kernel, entry.case)
     if missing:
         outcome.not_applicable = "kernel does not claim " + ", ".join(missing)
         return outcome
     started = time.perf_counter()
-    names = entry.properties or ordinary_case_properties()
+    names = only or entry.properties or ordinary_case_properties()
     names = [n for n in names if admits(n, kernel, ctx, entry.case)]
     for name, check in run_case(kernel, entry.case, ctx, names):
         if check.skipped:
@@ -400,25 +409,40 @@ def _cmd_replay(args) -> int:
     from harness.plugins import PluginError, load_kernel
     from harness.profiles import PROFILES, active_profile_name
     from harness.properties.base import RunContext
+    from harness.supervisor import close, profile_with_limits, supervise
 
     try:
         kernel = load_kernel(args.kernel)
-        files = corpus_files(args.paths)
+        files = [] if args.case else corpus_files(args.paths)
     except PluginError as exc:
         print(f"replay: {exc}")
         return 2
-    if not files:
+    if not files and not args.case:
         print("replay: no corpus files found")
         return 2
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    ctx = RunContext(
-        PROFILES[args.profile or active_profile_name()], device, args.seed, kernel_spec=args.kernel
-    )
+    profile = profile_with_limits(PROFILES[args.profile or active_profile_name()], args)
+    ctx = RunContext(profile, device, args.seed, kernel_spec=args.kernel)
+    kernel = supervise(kernel, args.kernel, profile, args.in_process)
+    try:
+        return _replay_all(args, files, kernel, ctx)
+    finally:
+        close(kernel)
+
+
+def _inline_entry(text: str) -> Entry:
+    return Entry(name="case-from-command-line", origin="--case", case=Case.from_dict(json.loads(text)))
+
+
+def _replay_all(args, files: list[Path], kernel, ctx) -> int:
     failed = applicable = known = 0
-    for path in files:
+    for path in files or ["--case"]:
         try:
-            out = replay_entry(path, kernel, ctx)
-        except (ValueError, KeyError, json.JSONDecodeError) as exc:
+            if args.case:
+                out = replay(_inline_entry(args.case), "--case", kernel, ctx, args.only)
+            else:
+                out = replay_entry(path, kernel, ctx, args.only)
+        except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
             print(f"BROKEN  {path}: {exc}")
             failed += 1
             continue
@@ -443,8 +467,9 @@ def _cmd_replay(args) -> int:
                 f"pass    {out.name} ({len(out.properties_run)} properties, {out.seconds:.1f} s)"
                 + (f"  <- marked a known defect or failure ({stale}): remove the mark" if stale else "")
             )
+    entries = len(files) or 1
     print(
-        f"replay: {applicable} applicable entries of {len(files)}, {failed} failed, {known} known defects "
+        f"replay: {applicable} applicable entries of {entries}, {failed} failed, {known} known defects "
         f"of this kernel reproduced (kernel {args.kernel})"
     )
     return 1 if failed else 0
@@ -464,6 +489,7 @@ def _cmd_corpus(args) -> int:
 def add_cli(subparsers) -> None:
     """``replay PATH... --kernel SPEC`` and ``corpus seed|list``."""
     from harness.plugins import DEFAULT_KERNEL_SPEC
+    from harness.supervisor import add_supervision_args
 
     p = subparsers.add_parser("replay", help="rerun regression corpus entries against a kernel")
     p.add_argument("paths", nargs="*", help="case files or directories (default: tests/regressions)")
@@ -471,6 +497,9 @@ def add_cli(subparsers) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default=None)
     p.add_argument("--profile", default=None)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--case", default=None, metavar="JSON", help="replay this one case instead of files")
+    p.add_argument("--only", nargs="+", metavar="NAME", default=None, help="run only these properties")
+    add_supervision_args(p)
     p.set_defaults(func=_cmd_replay)
     c = subparsers.add_parser("corpus", help="write the BUGS.md degenerate seeds, or list the corpus")
     c.add_argument("action", choices=("seed", "list"))

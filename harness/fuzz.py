@@ -19,8 +19,11 @@ case (bounded by ``profile.shrink_calls`` / ``shrink_seconds``), confirmed by ch
 case once more, saved to the regression corpus and reported; a known key only counts an occurrence.
 Other properties (layer 4 statistics) run whole with the item's fresh seed (their inputs come from
 their own seeded generators, so ``target`` does not steer them); a whole run is started only if the
-previous run of that property fits in the time left. A device fault (corrupted CUDA context) ends
-the campaign early, with the report written.
+previous run of that property fits in the time left. Kernel calls run in a supervised worker
+(harness/supervisor.py; ``--in-process`` turns that off): a crash or hang is a ``crash`` / ``hang``
+finding like any other (shrunk with each crashing try in a fresh worker, saved, deduplicated), its
+``repro`` replays the saved case in the foreground, and the campaign goes on. In process, a device
+fault (corrupted CUDA context) ends the campaign early, with the report written.
 
 Many GPUs of one host: ``--parallel N --gpus 0,1,..`` starts N shard processes (one
 ``CUDA_VISIBLE_DEVICES`` each) and merges their reports; many hosts: run ``--shard I/N --seed S`` per
@@ -42,6 +45,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.kernel_calls import KernelFault
 from harness.merge import failure_key
 from harness.plugins import DEFAULT_KERNEL_SPEC as DEFAULT_KERNEL  # one default for every command
 from harness.properties.base import (
@@ -342,6 +346,10 @@ class Campaign:
         tally = self._tally(prop)
         try:
             result: PropertyResult = prop.run(self.kernel, ctx)
+        except KernelFault as exc:
+            from harness.runner import fault_result
+
+            result = fault_result(prop, exc, ctx)
         except Exception as exc:  # noqa: BLE001 -- a harness bug must not end the campaign
             tally.verdict = ERROR if tally.verdict != FAIL else FAIL
             tally.notes.append(f"harness error: {type(exc).__name__}: {exc}")
@@ -463,9 +471,12 @@ class Campaign:
         if self.corpus_dir is None or not fj.get("case"):
             return
         from harness.corpus import save_failure
+        from harness.properties.case_property import FAULT_CLASSES
 
         path = save_failure(prop_name, fj, self.command, self.corpus_dir)
         fj["repro"] = f"python -m harness replay {path} --kernel {self.kernel_spec}"
+        if fj["class"] in FAULT_CLASSES:  # in the foreground, for a debugger
+            fj["repro"] += f" --profile {self.profile.name} --device {self.device.type} --in-process"
         self.saved.append(str(path))
 
     def acceptance(self) -> dict:
@@ -592,6 +603,7 @@ def run_local_shards(args, parallel: int, gpus: list[str], seed: int) -> int:
         cmd += ["--device", args.device] if args.device else []
         cmd += ["--no-save"] if args.no_save else (["--corpus", args.corpus] if args.corpus else [])
         cmd += [x for n in args.only for x in ("--only", n)]
+        cmd += supervision_flags(args).split()
         if args.acceptance_requests is not None:
             cmd += ["--acceptance-requests", str(args.acceptance_requests)]
         env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if gpus else {}))
@@ -620,6 +632,7 @@ def _cmd_fuzz(args) -> int:
     from harness.profiles import PROFILES
     from harness.report import json_safe
     from harness.report_html import write_html
+    from harness.supervisor import close, profile_with_limits, supervise
 
     if args.profile is None:
         args.profile = "nightly" if torch.cuda.is_available() else "dev"
@@ -630,7 +643,8 @@ def _cmd_fuzz(args) -> int:
             raise UsageError(f"unknown profile {args.profile!r}; known: {sorted(PROFILES)}")
         kernel = load_kernel(args.kernel)
         claimed, not_claimed = select_properties(kernel, args.only)
-    except (UsageError, PluginError) as exc:
+        profile = profile_with_limits(PROFILES[args.profile], args)
+    except (UsageError, PluginError, ValueError) as exc:
         print(f"fuzz: {exc}", file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
@@ -647,7 +661,7 @@ def _cmd_fuzz(args) -> int:
     command = (
         f"python -m harness fuzz --kernel {args.kernel} --budget {args.budget} --shard {args.shard} "
         f"--seed {seed} --profile {args.profile}" + "".join(f" --only {n}" for n in args.only)
-    )
+    ) + supervision_flags(args)
     if args.no_save:  # not into the repository's corpus; case files still back every repro command
         corpus = Path(args.report) / "cases"
     elif args.corpus:
@@ -661,10 +675,11 @@ def _cmd_fuzz(args) -> int:
         f"profile {args.profile}, {len(claimed)} claimed properties, {len(not_claimed)} not claimed",
         file=sys.stderr,
     )
+    kernel = supervise(kernel, args.kernel, profile, args.in_process)
     campaign = Campaign(
         kernel,
         args.kernel,
-        PROFILES[args.profile],
+        profile,
         device,
         seed,
         shard,
@@ -680,8 +695,11 @@ def _cmd_fuzz(args) -> int:
         else (4096 if device.type == "cuda" else 128),
     )
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    seconds = campaign.run()
-    report = campaign.report(started, seconds, not_claimed)
+    try:
+        seconds = campaign.run()
+        report = campaign.report(started, seconds, not_claimed)
+    finally:
+        close(kernel)
     out = Path(args.report)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(json_safe(report), indent=1))
@@ -702,7 +720,15 @@ def _cmd_fuzz(args) -> int:
     return 1 if failed else 0
 
 
+def supervision_flags(args) -> str:
+    """``--time-limit`` / ``--in-process`` as given, for commands that rerun this campaign."""
+    flags = f" --time-limit {args.time_limit:g}" if args.time_limit is not None else ""
+    return flags + (" --in-process" if args.in_process else "")
+
+
 def add_cli(subparsers) -> None:
+    from harness.supervisor import add_supervision_args
+
     p = subparsers.add_parser("fuzz", help="time-budgeted, sharded fuzz campaign with JSON and HTML reports")
     p.add_argument("--kernel", default=DEFAULT_KERNEL, help="package.module:attr of the kernel under test")
     p.add_argument("--budget", required=True, help="time budget: 90s, 15m, 2h, 1h30m")
@@ -747,4 +773,5 @@ def add_cli(subparsers) -> None:
         "4096 on GPU, 128 on CPU)",
     )
     p.add_argument("--no-margin-guidance", action="store_true", help="do not steer toward oracle near-ties")
+    add_supervision_args(p)
     p.set_defaults(func=_cmd_fuzz)

@@ -6,6 +6,12 @@ run goes on). On CUDA, after any exception the device is probed; if the probe fa
 context is corrupted (an illegal address poisons every later launch in the process) and
 ``DeviceFault`` is raised instead: the runner then continues the remaining properties in a fresh
 subprocess (harness/runner.py).
+
+``KernelFault`` is what a supervised call (harness/supervisor.py) raises when the worker process
+running the kernel died (a signal, a hard exit), left its CUDA device unusable, or outlived its time
+limit. It is deliberately not a ``KernelRaised``: properties that judge the kernel's exceptions (bad
+input must raise ``ValueError``) never see it, and it travels up to ``CaseProperty.check_guarded``
+(a ``crash`` or ``hang`` finding on the case) or to the runner (the same, on a whole property).
 """
 
 from __future__ import annotations
@@ -24,12 +30,27 @@ class KernelRaised(Exception):
     def __init__(self, what: str, error: BaseException):
         self.what = what
         self.error = error
-        self.trace = "".join(traceback.format_exception(type(error), error, error.__traceback__)[-6:])
+        local = traceback.format_exception(type(error), error, error.__traceback__)[-6:]
+        self.trace = getattr(error, "remote_traceback", None) or "".join(local)  # remote: from a worker
         super().__init__(f"{what} raised {type(error).__name__}: {error}")
 
 
 class DeviceFault(KernelRaised):
     """The kernel raised and the device no longer works in this process."""
+
+
+class KernelFault(Exception):
+    """A supervised kernel call ended its worker: ``kind`` is ``crash`` or ``hang``, ``what`` the call
+    (``verify``, ...), ``evidence`` the exit status or signal, the time limit and the worker's stderr
+    tail; ``batch`` the call's ``VerifyBatch`` (a whole-property finding takes its case from it)."""
+
+    def __init__(self, kind: str, what: str, message: str, evidence: dict, batch: object = None):
+        self.kind, self.what, self.evidence, self.batch = kind, what, evidence, batch
+        super().__init__(message)
+
+
+class WorkerError(RuntimeError):
+    """The supervised worker could not start or load the kernel: a setup problem, never a finding."""
 
 
 def device_healthy(device: torch.device) -> bool:
@@ -54,6 +75,8 @@ def _guarded(what: str, device: torch.device, fn: Callable, *args):
         if device.type == "cuda":
             torch.cuda.synchronize(device)  # surface asynchronous launch errors here, not later
         return result
+    except (KernelFault, WorkerError):
+        raise
     except Exception as exc:  # noqa: BLE001 -- a kernel may raise anything
         if not HEALTH_CHECK(device):
             raise DeviceFault(what, exc) from exc

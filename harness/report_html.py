@@ -8,7 +8,8 @@ can find them: ``run-header``, ``summary``, ``coverage``, ``acceptance``, ``stat
 
 Evidence keys the page draws when present (all optional, see docs/interfaces.md section 6):
 ``observed``/``expected``/``labels`` (empirical vs exact law), ``margins`` with ``tie_margin`` and
-``mismatch_index`` (decision margins of a coupled comparison).
+``mismatch_index`` (decision margins of a coupled comparison), ``stderr_tail`` (a ``crash`` / ``hang``
+finding's worker output, shown as written: its stack dump).
 """
 
 from __future__ import annotations
@@ -396,7 +397,9 @@ def _failures(report: dict) -> str:
                     case_text[:MAX_CASE_CHARS]
                     + f"\n... truncated ({len(case_text)} characters in report.json)"
                 )
-            evidence = {k: v for k, v in (f.get("evidence") or {}).items() if k not in ("margins",)}
+            evidence = {
+                k: v for k, v in (f.get("evidence") or {}).items() if k not in ("margins", "stderr_tail")
+            }
             ev_text = compact_json(evidence)
             if len(ev_text) > MAX_CASE_CHARS:
                 ev_text = ev_text[:MAX_CASE_CHARS] + "\n... truncated"
@@ -411,10 +414,19 @@ def _failures(report: dict) -> str:
                 f'<details open><summary>minimal case</summary><pre class="case">{_e(case_text)}</pre>'
                 "</details>"
                 f'<details><summary>evidence</summary><pre class="evidence">{_e(ev_text)}</pre></details>'
-                "</section>"
+                f"{_stderr_tail(f)}</section>"
             )
     body = "".join(parts) or "<p>No failures.</p>"
     return f'<section id="failures"><h2>Failures ({n})</h2>{body}</section>'
+
+
+def _stderr_tail(failure: dict) -> str:
+    """The worker's last words for a ``crash`` / ``hang`` finding (its stack dump), as written."""
+    tail = (failure.get("evidence") or {}).get("stderr_tail")
+    if not tail:
+        return ""
+    summary = "<summary>worker stderr (tail)</summary>"
+    return f'<details open>{summary}<pre class="stderr">{_e(tail)}</pre></details>'
 
 
 STYLE = """

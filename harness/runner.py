@@ -12,6 +12,10 @@
   ``Interrupted``. The property it stops is recorded as ``error`` ("interrupted"), the remaining ones
   are not run, and the caller still prints the summary and writes the report, so the failures found
   before the limit (already shrunk, with their cases) are kept.
+- Supervised kernels (harness/supervisor.py): a ``KernelFault`` that escapes a property that is not
+  case by case (the statistical layer calls the kernel on batches of its own) fails that property
+  with a ``crash`` / ``hang`` finding on the exact batch of the call (``fault_result``); its repro
+  runs that batch through ``structural`` in the foreground. The next property gets a fresh worker.
 - ``run_case`` is the single-case entry point that fuzz and corpus replay call: it runs the per-case
   properties (layers 1, 2, 3, 5) on one given ``Case``.
 """
@@ -29,10 +33,12 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness.cases import Case
+from harness.cases import Case, case_from_batch
+from harness.contract import VerifyBatch
+from harness.kernel_calls import KernelFault
 from harness.properties import IMPORT_ERRORS, REGISTRY
 from harness.properties.base import ERROR, FAIL, NOT_CLAIMED, PASS, Property, PropertyResult, RunContext
-from harness.properties.case_property import CaseCheck, CaseProperty
+from harness.properties.case_property import CaseCheck, CaseProperty, fault_finding, foreground_repro
 
 Progress = Callable[[str], None]
 
@@ -119,6 +125,8 @@ def run_properties(
             started = time.perf_counter()
             try:
                 res = prop.run(kernel, ctx)
+            except KernelFault as exc:
+                res = fault_result(prop, exc, ctx)
             except Exception as exc:  # noqa: BLE001 -- a broken property must not end the run
                 res = PropertyResult(prop.name, prop.layer, ERROR, note=f"{type(exc).__name__}: {exc}")
             res.seconds = res.seconds or (time.perf_counter() - started)
@@ -136,6 +144,16 @@ def run_properties(
             results.append(res)
             progress("    " + _result_line(res))
     return results
+
+
+def fault_result(prop: Property, exc: KernelFault, ctx: RunContext) -> PropertyResult:
+    """A whole property failed by a crash or hang of one of its calls, with that call's batch as case."""
+    finding = fault_finding(exc)
+    finding.message += f" (during {prop.name})"
+    if isinstance(exc.batch, VerifyBatch):
+        finding.case = case_from_batch(exc.batch).to_dict()
+        finding.repro = foreground_repro(ctx, "structural", finding.case)
+    return PropertyResult(prop.name, prop.layer, FAIL, cases=1, failures=[finding])
 
 
 def _continue_elsewhere(

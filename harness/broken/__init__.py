@@ -5,6 +5,10 @@ its own randomness and no ``random_draws``, so only the kernel-agnostic layers c
 in ``harness/broken/NAME.py`` as ``kernel`` and loadable as ``harness.broken.NAME:kernel`` by pytest,
 the CLI and ``bench/teeth.py``. ``expected`` names the properties expected to catch it (the first is
 the cheapest); ``bug`` names the BUGS.md class or SPEC.md trap it reproduces.
+
+Entries with a ``fault`` (``crash`` or ``hang``) wrap the oracle instead (harness/broken/faulting.py):
+they kill, exit or hang the process that calls them, so they are only ever run supervised
+(harness/supervisor.py), and ``devices`` says where the fault happens at all.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ class BrokenKernel:
     name: str
     bug: str
     expected: tuple[str, ...]
+    fault: str = ""  # "crash" or "hang": the finding class it must produce (never run in process)
+    devices: tuple[str, ...] = ("cpu", "cuda")
 
     @property
     def spec(self) -> str:
@@ -128,6 +134,27 @@ CATALOGUE: tuple[BrokenKernel, ...] = (
         "block_residual_mass_halved_16bit",
         "own (a mutant of our pass 2): Z_{i+1} / 2 for bf16 / fp16 logits only",
         ("conditional_law",),
+    ),
+    BrokenKernel(
+        "segfault_on_large_batch", "own: SIGSEGV on batches with V > 40 and >= 2 requests", ("structural",),
+        fault="crash",
+    ),
+    BrokenKernel(
+        "exits_on_large_batch", "own: os._exit(3) on batches with V > 40 and >= 2 requests", ("structural",),
+        fault="crash",
+    ),
+    BrokenKernel(
+        "hangs_on_large_batch",
+        "own: sleeps forever on batches with V > 40 and >= 2 requests",
+        ("structural",),
+        fault="hang",
+    ),
+    BrokenKernel(
+        "cuda_oob_store",
+        "own: an out-of-bounds Triton store (illegal address) on V > 40 and >= 2 requests",
+        ("structural",),
+        fault="crash",
+        devices=("cuda",),
     ),
 )
 

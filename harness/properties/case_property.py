@@ -9,11 +9,16 @@ only the best failing case seen so far keeps failing, so Hypothesis stops.
 
 Kernel faults are findings, not crashes: ``KernelRaised`` fails the case with the error text;
 ``DeviceFault`` also stops the property at once (nothing more can run in this process) and sets
-``ctx.extra["device_fault"]`` for the runner.
+``ctx.extra["device_fault"]`` for the runner. ``KernelFault`` (a supervised call crashed or hung its
+worker, harness/supervisor.py) fails the case with a ``crash`` or ``hang`` finding whose ``repro`` runs
+that one case in the foreground (``replay --case ... --in-process``, for a debugger); the next call
+gets a fresh worker, so the search and its shrinking go on.
 """
 
 from __future__ import annotations
 
+import json
+import shlex
 import time
 from dataclasses import dataclass, field
 
@@ -23,7 +28,7 @@ from hypothesis.errors import Flaky
 
 from harness.cases import Case
 from harness.contract import capabilities_of
-from harness.kernel_calls import DeviceFault, KernelRaised
+from harness.kernel_calls import DeviceFault, KernelFault, KernelRaised
 from harness.output_checks import Violation
 from harness.properties.base import (
     ERROR,
@@ -70,6 +75,13 @@ def kernel_raised_finding(exc: KernelRaised) -> Finding:
     return Finding(cls=cls, first_field=exc.what, message=str(exc), evidence={"traceback": exc.trace})
 
 
+FAULT_CLASSES = ("crash", "hang")
+
+
+def fault_finding(exc: KernelFault) -> Finding:
+    return Finding(cls=exc.kind, first_field=exc.what, message=str(exc), evidence=dict(exc.evidence))
+
+
 def repro_command(ctx: RunContext, name: str) -> str:
     """The one-line ``check`` command that re-finds this failure (same seed, profile and examples)."""
     from harness.profiles import PROFILES
@@ -79,9 +91,23 @@ def repro_command(ctx: RunContext, name: str) -> str:
         f"python -m harness check --kernel {spec} --profile {ctx.profile.name} "
         f"--seed {ctx.seed} --only {name} --device {ctx.device.type}"
     )
-    if PROFILES.get(ctx.profile.name) != ctx.profile:
+    registered = PROFILES.get(ctx.profile.name)
+    if registered != ctx.profile:
         command += f" --max-examples {ctx.profile.max_examples}"
+        if registered and registered.call_time_limit_s != ctx.profile.call_time_limit_s:
+            command += f" --time-limit {ctx.profile.call_time_limit_s:g}"
     return command
+
+
+def foreground_repro(ctx: RunContext, name: str, case: dict) -> str:
+    """One command that runs property ``name`` on exactly ``case`` in the foreground: no worker, so a
+    crash kills it where a debugger (``gdb --args``, ``compute-sanitizer``) can see it."""
+    spec = ctx.kernel_spec or "<kernel spec>"
+    return (
+        f"python -m harness replay --case {shlex.quote(json.dumps(case, separators=(',', ':')))} "
+        f"--only {name} --kernel {spec} --profile {ctx.profile.name} --seed {ctx.seed} "
+        f"--device {ctx.device.type} --in-process"
+    )
 
 
 class CaseProperty:
@@ -126,9 +152,13 @@ class CaseProperty:
             outcome = CaseCheck(findings=[kernel_raised_finding(exc)])
             if isinstance(exc, DeviceFault):
                 ctx.extra["device_fault"] = str(exc)
+        except KernelFault as exc:
+            outcome = CaseCheck(findings=[fault_finding(exc)])
         for f in outcome.findings:
             if not f.case:
                 f.case = case.to_dict()
+            if not f.repro and f.cls in FAULT_CLASSES:
+                f.repro = foreground_repro(ctx, self.name, f.case)
             if not f.repro:
                 f.repro = repro_command(ctx, self.name)
         return outcome

@@ -1,0 +1,146 @@
+"""Kernel-call arguments and results between the harness and its worker process, moved faithfully.
+
+``pack(obj)`` replaces every torch tensor inside ``obj`` (nested in dataclasses, tuples, lists and
+dicts; anything else is left to pickle) by a ``TensorRef`` naming a storage of a table, its offset,
+shape, stride and dtype. Each storage travels once as bytes, whole, so on the far side:
+
+- a tensor has the same device, dtype, shape, strides and storage offset as on the near side;
+- views of one storage are views of one storage again, and the memory around a view travels with
+  it: the guard bands of harness/guard_bands.py keep working, and a write outside a view lands in
+  the copied guard where the harness sees it once the storage comes back;
+- CUDA storages cross through host memory (copied to the host for the pipe, back to the device of
+  the same index on the other side): only bytes move, never CUDA IPC handles, so a worker whose CUDA
+  context dies cannot take the harness's memory with it.
+
+After a call, ``changed_storages`` names the argument storages whose bytes the call modified; the
+worker sends those back and ``write_back`` copies them into the harness's own storages in place, so a
+kernel that modifies its inputs, or writes into its caller's output buffers (``verify_into``), is
+seen exactly as in one process. A result packed with the argument storages as ``known`` refers to
+them by index: a result that aliases an argument comes back as a view of the harness's own tensor.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """Where a tensor lives in a storage table: ``storage`` is an index into it."""
+
+    storage: int
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+
+
+def storage_bytes(storage: torch.Tensor) -> bytes:
+    """The bytes of a uint8 storage view, copied to the host."""
+    return storage.cpu().numpy().tobytes() if storage.numel() else b""
+
+
+def as_storage(data: bytes, device: str) -> torch.Tensor:
+    """A fresh uint8 storage view holding ``data`` on ``device``."""
+    host = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
+    return host if device == "cpu" else host.to(device)
+
+
+def whole_storage(t: torch.Tensor) -> torch.Tensor:
+    """A uint8 tensor over the whole storage of ``t`` (shares memory with it)."""
+    return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+
+
+class Packer:
+    """Collects the storages of the tensors it packs; ``known`` storages are referred to by index."""
+
+    def __init__(self, known: list[torch.Tensor] | None = None):
+        self.storages: list[torch.Tensor] = list(known or [])
+        self.first_new = len(self.storages)
+        self._index = {self._key(s): i for i, s in enumerate(self.storages)}
+
+    @staticmethod
+    def _key(u8: torch.Tensor) -> tuple:
+        return (str(u8.device), u8.untyped_storage().data_ptr(), u8.untyped_storage().nbytes())
+
+    def _ref(self, t: torch.Tensor) -> TensorRef:
+        u8 = whole_storage(t)
+        key = self._key(u8)
+        if key not in self._index or key[1] == 0:  # zero-size storages are never shared
+            self._index[key] = len(self.storages)
+            self.storages.append(u8)
+        return TensorRef(
+            self._index[key],
+            str(t.dtype).removeprefix("torch."),
+            tuple(t.shape),
+            tuple(t.stride()),
+            t.storage_offset(),
+        )
+
+    def pack(self, obj):
+        if isinstance(obj, torch.Tensor):
+            return self._ref(obj)
+        if isinstance(obj, (list, tuple)):
+            packed = [self.pack(x) for x in obj]
+            return packed if isinstance(obj, list) else tuple(packed)
+        if isinstance(obj, dict):
+            return {k: self.pack(v) for k, v in obj.items()}
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            return _with_fields(obj, self.pack)
+        return obj
+
+    def table(self) -> list[tuple[str, bytes]]:
+        """``(device, bytes)`` of the storages this packer added (not the ``known`` ones)."""
+        return [(str(s.device), storage_bytes(s)) for s in self.storages[self.first_new :]]
+
+
+def _with_fields(obj, fn):
+    """A shallow copy of a dataclass instance with ``fn`` applied to every field (frozen ones too)."""
+    new = copy.copy(obj)
+    for f in dataclasses.fields(obj):
+        object.__setattr__(new, f.name, fn(getattr(obj, f.name)))
+    return new
+
+
+def unpack(obj, storages: list[torch.Tensor]):
+    """Inverse of ``Packer.pack``: ``TensorRef``s become tensors over ``storages`` (uint8 views)."""
+    if isinstance(obj, TensorRef):
+        u8 = storages[obj.storage]
+        empty = torch.empty(0, dtype=getattr(torch, obj.dtype), device=u8.device)
+        return empty.set_(u8.untyped_storage(), obj.offset, obj.shape, obj.stride)
+    if isinstance(obj, (list, tuple)):
+        out = [unpack(x, storages) for x in obj]
+        return out if isinstance(obj, list) else tuple(out)
+    if isinstance(obj, dict):
+        return {k: unpack(v, storages) for k, v in obj.items()}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _with_fields(obj, lambda v: unpack(v, storages))
+    return obj
+
+
+def snapshot(storages: list[torch.Tensor], table: list[tuple[str, bytes]]) -> list:
+    """What ``changed_storages`` compares with: the bytes received for a host storage (no copy), a
+    device-side clone for a CUDA one."""
+    return [
+        data if s.device.type == "cpu" else s.clone() for s, (_, data) in zip(storages, table, strict=True)
+    ]
+
+
+def changed_storages(before: list, after: list[torch.Tensor]) -> list[int]:
+    """Indices whose bytes differ from their ``snapshot``. Host storages are compared as bytes, not
+    with torch ops: a worker's intra-op threads on a loaded machine made a 1 MB compare take 50 ms."""
+    return [
+        i
+        for i, (a, b) in enumerate(zip(before, after, strict=True))
+        if (storage_bytes(b) != a if isinstance(a, bytes) else not torch.equal(a, b))
+    ]
+
+
+def write_back(storages: list[torch.Tensor], changed: dict[int, bytes]) -> None:
+    """Copy the bytes a call left in the worker's storages into the harness's own, in place."""
+    for i, data in changed.items():
+        storages[i].copy_(as_storage(data, "cpu").to(storages[i].device))

@@ -1,0 +1,132 @@
+"""The worker process: loads the kernel under test once and runs its calls for the supervising harness.
+
+Started by ``harness.supervisor`` through ``multiprocessing``'s fork server: a process that has
+imported torch and the harness (never CUDA) forks each worker, so a fresh worker after a crash
+costs milliseconds, not an interpreter start. ``main(conn, spec, log_path)`` is the entry point; the
+worker loads the kernel itself (``kernels._device`` first), so its CUDA context is its own.
+Messages are pickled tuples over one ``multiprocessing`` pipe:
+
+- harness -> worker: ``("call", name, tree, table)`` per call (``name`` is ``verify``,
+  ``random_draws`` or ``verify_into``; ``tree`` and ``table`` are the arguments as packed by
+  ``harness.transport``).
+- worker -> harness: ``("ready", kernel_name)`` or ``("broken", text)`` once loaded; per call
+  ``("ok", changed, result_tree, result_table)`` or ``("raised", changed, error, text, trace)``, where
+  ``changed`` maps argument storages the call modified to their new bytes; ``("fault", text)`` when
+  the call left a CUDA device unusable (the worker then exits: its context is gone).
+
+Contracts: the worker's stdout and stderr go to ``log_path`` (its tail becomes evidence); it leads a
+process group of its own (a hang is killed with whatever it started); ``faulthandler`` dumps
+every thread's stack on a fatal signal, and on SIGUSR1 (what the harness sends a call that outlived
+its time limit, before killing it). Freed device memory is poisoned before every call
+(``harness.guard_bands.poison_allocator``), as ``structural`` does in one process. The worker exits
+when the harness closes its pipe, and (on Linux) is killed when the fork server exits with the
+harness, so a hung worker never outlives a killed harness.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import faulthandler
+import os
+import pickle
+import signal
+import traceback
+from multiprocessing.connection import Connection
+
+CALLS = ("verify", "random_draws", "verify_into")
+PR_SET_PDEATHSIG = 1
+
+
+def _picklable(error: BaseException) -> BaseException | None:
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:  # noqa: BLE001 -- the text and trace still travel
+        return None
+
+
+def _devices(storages) -> set:
+    return {s.device for s in storages}
+
+
+def serve(conn: Connection, spec: str) -> None:
+    """Load the kernel, then answer ``call`` messages until the harness closes the pipe."""
+    try:
+        import torch
+
+        import kernels._device  # noqa: F401  (chooses compiled Triton or the interpreter first)
+        from harness import kernel_calls
+        from harness.guard_bands import poison_allocator
+        from harness.plugins import load_kernel
+        from harness.transport import Packer, as_storage, changed_storages, snapshot, storage_bytes, unpack
+
+        kernel = load_kernel(spec)
+    except BaseException as exc:  # noqa: BLE001 -- told to the harness, which reports it
+        conn.send(("broken", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"))
+        return
+    conn.send(("ready", kernel.name))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        _, name, tree, table = message
+        storages = [as_storage(data, device) for device, data in table]
+        before = snapshot(storages, table)
+        args = unpack(tree, storages)
+        devices = _devices(storages)
+        for device in devices:
+            poison_allocator(device)
+        try:
+            result = getattr(kernel, name)(*args)
+            for device in devices:
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)  # surface asynchronous faults inside the call
+            error = None
+        except Exception as exc:  # noqa: BLE001 -- a kernel may raise anything
+            if not all(kernel_calls.HEALTH_CHECK(d) for d in devices):
+                conn.send(("fault", f"{type(exc).__name__}: {exc}"))
+                os._exit(1)
+            result, error = None, exc
+        try:
+            changed = {i: storage_bytes(storages[i]) for i in changed_storages(before, storages)}
+            if error is not None:
+                text = f"{type(error).__name__}: {error}"
+                trace = "".join(traceback.format_exception(type(error), error, error.__traceback__)[-6:])
+                conn.send(("raised", changed, _picklable(error), text, trace))
+                continue
+            packer = Packer(storages)
+            packed = packer.pack(result)
+            conn.send(("ok", changed, packed, packer.table()))
+        except Exception as exc:  # noqa: BLE001 -- e.g. a device that fails only when read back
+            conn.send(("fault", f"after the call: {type(exc).__name__}: {exc}"))
+            os._exit(1)
+
+
+def _die_with_parent() -> None:
+    """Linux: be killed when the fork server goes, so that a hung worker never outlives a harness
+    that was itself killed. The fork server exits once every holder of its "alive" pipe has closed
+    it: the harness, and every forked child, which inherits a copy (so that it could fork through
+    the server too). A worker forks nothing, so it closes its copy."""
+    from multiprocessing import forkserver
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        server = forkserver._forkserver
+        if server._forkserver_alive_fd is not None:
+            os.close(server._forkserver_alive_fd)
+            server._forkserver_alive_fd = None
+    except (OSError, AttributeError):
+        pass
+
+
+def main(conn: Connection, spec: str, log_path: str) -> None:
+    os.setsid()
+    _die_with_parent()
+    log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    faulthandler.enable(all_threads=True)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    serve(conn, spec)
