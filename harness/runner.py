@@ -1,7 +1,8 @@
 """Run properties against a kernel, one after another, so that one bad case cannot poison the run.
 
 - ``run_properties`` walks the selected properties in registry order (cheapest layers first). A
-  property that raises is recorded as ``error`` and the run goes on; a kernel exception inside a case
+  property the kernel does not claim is reported ``not claimed`` without being run (whatever its
+  ``run`` does: a kernel is never called with a method it does not declare). A property that raises is recorded as ``error`` and the run goes on; a kernel exception inside a case
   is already a failure of that case (harness/properties/case_property.py).
 - Device faults: when a kernel corrupts the CUDA context (``ctx.extra["device_fault"]`` is set,
   harness/kernel_calls.py), nothing more can run in this process. The remaining properties are run
@@ -31,7 +32,16 @@ from pathlib import Path
 
 from harness.cases import Case
 from harness.properties import IMPORT_ERRORS, REGISTRY
-from harness.properties.base import ERROR, FAIL, NOT_CLAIMED, PASS, Property, PropertyResult, RunContext
+from harness.properties.base import (
+    ERROR,
+    FAIL,
+    NOT_CLAIMED,
+    PASS,
+    Property,
+    PropertyResult,
+    RunContext,
+    unclaimed_result,
+)
 from harness.properties.case_property import CaseCheck, CaseProperty
 
 Progress = Callable[[str], None]
@@ -118,7 +128,7 @@ def run_properties(
             progress(f"[{i + 1}/{len(properties)}] {prop.name} (layer {prop.layer}) ...")
             started = time.perf_counter()
             try:
-                res = prop.run(kernel, ctx)
+                res = unclaimed_result(prop, kernel) or prop.run(kernel, ctx)
             except Exception as exc:  # noqa: BLE001 -- a broken property must not end the run
                 res = PropertyResult(prop.name, prop.layer, ERROR, note=f"{type(exc).__name__}: {exc}")
             res.seconds = res.seconds or (time.perf_counter() - started)
