@@ -1,8 +1,10 @@
 """``python -m harness ...``: the command line.
 
 ``check --kernel SPEC [--profile ci|dev|gpu|nightly] [--device cpu|cuda] [--seed N] [--report DIR]
-[--only NAME...] [--fail-fast]`` runs every registered property the kernel claims and exits 0 when all
-claimed properties hold, 1 when any fails, 2 on a usage or harness error. Other subcommands (fuzz,
+[--only NAME...] [--fail-fast] [--strict]`` runs every registered property the kernel claims and exits 0
+when all claimed properties hold, 1 when any fails (with ``--strict``: or a claimed one was skipped),
+2 on a usage or harness error. Its last line says how many properties ran, which were skipped and
+why, and which the kernel does not claim. Other subcommands (fuzz,
 merge, replay, mutate, calibrate) come from modules that define ``add_cli(subparsers)``; each sets
 ``func`` on its parser to a callable taking the parsed arguments and returning an exit code.
 """
@@ -63,6 +65,11 @@ def add_check_cli(subparsers) -> None:
     p.add_argument(
         "--fail-fast", action="store_true", help="stop at the first failing property, no shrinking"
     )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a claimed property that was skipped (over the profile's budget, no applicable case) fails the run",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines (summary only)")
     p.add_argument(
         "--max-examples",
@@ -90,6 +97,8 @@ def run_check(args: argparse.Namespace) -> int:
         overall_exit_code,
         run_properties,
         select_properties,
+        strict_exit_code,
+        verdict_line,
     )
 
     say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
@@ -129,6 +138,8 @@ def run_check(args: argparse.Namespace) -> int:
         command += f" --max-examples {args.max_examples}"
     if args.only:
         command += " --only " + " ".join(shlex.quote(n) for n in args.only)
+    if args.strict:
+        command += " --strict"
     say(
         f"specfuzz check: kernel={args.kernel} ({kernel.name}) profile={profile.name} "
         f"device={device} seed={seed}"
@@ -153,8 +164,8 @@ def run_check(args: argparse.Namespace) -> int:
         f"family-wise false-alarm bound (Holm over {sum(len(r.statistics) for r in results)} "
         f"statistical assertions): {alpha:.3g}"
     )
-    code = overall_exit_code(results)
-    print(f"{['PASS', 'FAIL', 'ERROR'][code]} in {duration:.1f}s (seed {seed})")
+    code = strict_exit_code(results) if args.strict else overall_exit_code(results)
+    print(verdict_line(results, code, args.strict, duration, seed))
     if args.report:
         path = write_report(build_report(results, ctx, command, started, duration), args.report)
         print(f"report: {path}")

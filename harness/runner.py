@@ -37,6 +37,7 @@ from harness.properties.base import (
     FAIL,
     NOT_CLAIMED,
     PASS,
+    SKIPPED,
     Property,
     PropertyResult,
     RunContext,
@@ -211,5 +212,37 @@ def overall_exit_code(results: list[PropertyResult]) -> int:
     return 0
 
 
-__all__ = ["run_properties", "run_case", "select_properties", "overall_exit_code", "interrupt_on_sigterm",
+def strict_exit_code(results: list[PropertyResult]) -> int:
+    """``overall_exit_code``, except that a claimed property that was skipped (not run within the
+    profile's budget, or no applicable case) is a failure (1): ``check --strict``."""
+    code = overall_exit_code(results)
+    return 1 if code == 0 and any(r.verdict == SKIPPED for r in results) else code
+
+
+def _why(note: str, width: int = 90) -> str:
+    line = " ".join(note.split()).removeprefix("not run: ")
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def verdict_line(results: list[PropertyResult], code: int, strict: bool, seconds: float, seed: int) -> str:
+    """The last line of ``check``: the verdict, how many properties ran, and which were skipped (and
+    why) or not claimed, so that ``PASS`` never hides a property that was not run."""
+    verdict = ["PASS", "FAIL", "ERROR"][code]
+    ran = [r for r in results if r.verdict in (PASS, FAIL, ERROR)]
+    failed = sum(r.verdict == FAIL for r in ran)
+    errors = sum(r.verdict == ERROR for r in ran)
+    skipped = [r for r in results if r.verdict == SKIPPED]
+    unclaimed = [r.name for r in results if r.verdict == NOT_CLAIMED]
+    parts = [f"{len(ran)} of {len(results)} properties ran ({len(ran) - failed - errors} held, "
+             f"{failed} failed, {errors} errors)"]
+    if skipped:
+        why = "; ".join(f"{r.name} ({_why(r.note)})" for r in skipped)
+        parts.append(f"{len(skipped)} claimed but skipped{' -- a failure under --strict' if strict else ''}: {why}")
+    if unclaimed:
+        parts.append(f"{len(unclaimed)} not claimed: {', '.join(unclaimed)}")
+    return f"{verdict}: {'; '.join(parts)} -- in {seconds:.1f}s (seed {seed})"
+
+
+__all__ = ["run_properties", "run_case", "select_properties", "overall_exit_code", "strict_exit_code",
+           "verdict_line", "interrupt_on_sigterm",
            "Interrupted", "PASS", "NOT_CLAIMED"]

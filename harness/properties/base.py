@@ -124,11 +124,13 @@ REGISTRY: dict[str, Property] = {}
 
 def not_claimed_reason(prop: Property, kernel: object) -> str | None:
     """Why ``kernel`` does not claim ``prop`` (``None``: it does): the property's own
-    ``not_claimed_reason`` when it has one, else a generic line when ``claimed`` says no."""
+    ``not_claimed_reason`` when it has one, else a generic line when ``claimed`` says no (a property
+    with neither is claimed)."""
     own = getattr(prop, "not_claimed_reason", None)
     if callable(own):
         return own(kernel)
-    return None if prop.claimed(kernel) else f"the kernel does not claim {prop.name}"
+    claimed = getattr(prop, "claimed", None)
+    return None if not callable(claimed) or claimed(kernel) else f"the kernel does not claim {prop.name}"
 
 
 def unclaimed_result(prop: Property, kernel: object) -> PropertyResult | None:
