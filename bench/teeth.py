@@ -1,11 +1,13 @@
 """Proof of teeth: run ``harness check`` on every broken kernel and on the correct kernels over many seeds.
 
     python bench/teeth.py [--profile ci] [--device cpu|cuda] [--seeds 20] [--correct SPEC ...]
-                          [--broken NAME ...] [--skip-broken] [--only PROPERTY ...]
+                          [--broken NAME ...] [--skip-broken] [--only PROPERTY ...] [--without PROPERTY]
 
 For each broken kernel of ``harness.broken`` it runs every registered property in registry order with
 fail-fast (what ``python -m harness check --fail-fast`` does) and prints the property that caught it
-and the seconds it took; a broken kernel nobody catches is listed as ``NOT CAUGHT``. Then it runs the
+and the seconds it took; a broken kernel nobody catches is listed as ``NOT CAUGHT``. With
+``--without P``, a kernel that P caught is run again on every other property, and the column
+``without P`` names what catches it then (``only P``: nothing else does). Then it runs the
 full check of each correct kernel (default: torch_eager and our Triton kernels) with seeds 0..N-1 and
 counts false alarms (any failing property). Exit status 1 if a broken kernel escapes or a correct
 kernel fails. Runs in one process so imports and JIT compilations are paid once.
@@ -32,11 +34,12 @@ from harness.runner import run_properties, select_properties  # noqa: E402
 CORRECT = ("harness.implementations.torch_eager:kernel", "harness.adapters.triton_kernels:kernel")
 
 
-def check(spec: str, profile: str, device: torch.device, seed: int, fail_fast: bool, only=None):
+def check(spec: str, profile: str, device: torch.device, seed: int, fail_fast: bool, only=None, without=None):
     kernel = load_kernel(spec)
     ctx = RunContext(PROFILES[profile], device, seed, spec, fail_fast=fail_fast)
     started = time.perf_counter()
-    results = run_properties(kernel, ctx, select_properties(only), allow_subprocess=False)
+    properties = [p for p in select_properties(only) if p.name != without]
+    results = run_properties(kernel, ctx, properties, allow_subprocess=False)
     return results, time.perf_counter() - started
 
 
@@ -51,13 +54,16 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--only", nargs="*", default=None, help="properties for the correct kernels (default: all)"
     )
+    parser.add_argument("--without", default=None, metavar="PROPERTY",
+                        help="for kernels PROPERTY catches, also report what catches them without it")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     escaped, alarms = 0, 0
 
     if not args.skip_broken:
         print(f"## broken kernels (profile {args.profile}, device {device}, seed 0, fail-fast)")
-        print(f"{'kernel':40s} {'caught by':34s} {'expected':34s} {'secs':>7s}")
+        other = f"  without {args.without}" if args.without else ""
+        print(f"{'kernel':40s} {'caught by':34s} {'expected':34s} {'secs':>7s}{other}")
         for entry in CATALOGUE:
             if args.broken and entry.name not in args.broken:
                 continue
@@ -67,6 +73,10 @@ def main(argv=None) -> int:
             escaped += not failed
             errors = [r.name for r in results if r.verdict == ERROR]
             note = f"  (errors: {errors})" if errors else ""
+            if args.without and caught == args.without:
+                again, more = check(entry.spec, args.profile, device, 0, fail_fast=True, without=args.without)
+                others = [r.name for r in again if r.verdict == FAIL]
+                note = f"  {others[0] if others else 'only ' + args.without} ({more:.0f}s){note}"
             print(
                 f"{entry.name:40s} {caught:34s} {','.join(entry.expected):34s} {secs:7.1f}{note}", flush=True
             )
