@@ -150,7 +150,8 @@ class LawConsequences(CaseProperty):
                     anchors.append(trap(method, ctx.child_seed(self.name, "anchor", trap.__name__)))
             if caps.point_mass_drafts:
                 anchors.append(wide_point_mass_case(method, ctx.child_seed(self.name, "anchor", method, "wide")))
-        return anchors
+        return [a for a in anchors  # within what the kernel declares
+                if a.vocab_size <= caps.max_vocab and max(a.draft_lens, default=0) <= caps.max_draft_len]
 
     def check(self, kernel: object, case: Case, ctx: RunContext) -> CaseCheck:
         caps = capabilities_of(kernel)
