@@ -165,3 +165,22 @@ def test_the_property_reports_its_tolerance_and_judgements():
 def test_anchor_batches_build():
     for case in PROP.anchor_cases(eager_kernel, cpu_context()):
         build_batch(case, torch.device("cpu"))
+
+
+def test_coupled_comparison_uses_the_same_tolerance_table():
+    from harness.decision_compare import compare_decisions
+    from harness.oracle import reference_draws, run_reference
+
+    batch = _batch([[0.5, 0.2, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4]], None, [0], temperature=0.7, logprobs=True)
+    ref = run_reference(batch, *reference_draws(batch))
+    n = int(ref.num_emitted[0])
+    rows = batch.target_logits.double().numpy()
+    bound = logprob_tolerance(torch.float32).bound(exponent_scale_of_rows(rows[n - 1], 0.7), ref.logprobs[0, n - 1])
+    for shift, flagged in ((0.5 * bound, False), (2 * bound, True)):
+        lp = list(ref.logprobs[0, :n])
+        lp[-1] += shift
+        out = _output(batch, list(ref.output_token_ids[0, :n]), lp)
+        found = compare_decisions(batch, out, ref, True).real
+        assert bool(found) == flagged, (shift, found)
+        if flagged:
+            assert found[0].kind == "logprob" and found[0].tolerance == pytest.approx(bound)
