@@ -79,7 +79,8 @@ def main(argv=None) -> int:
             escaped += not failed
             errors = [r.name for r in results if r.verdict == ERROR]
             skipped = [r.name for r in results if r.verdict == SKIPPED]
-            note = (f"  (errors: {errors})" if errors else "") + (f"  (skipped: {skipped})" if skipped else "")
+            note = f"  (errors: {errors})" if errors else ""
+            note += f"  (skipped: {skipped})" if skipped else ""
             if args.without and caught == args.without:
                 again, more = check(entry.spec, args.profile, device, 0, fail_fast=True, without=args.without)
                 others = [r.name for r in again if r.verdict == FAIL]

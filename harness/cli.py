@@ -68,7 +68,8 @@ def add_check_cli(subparsers) -> None:
     p.add_argument(
         "--strict",
         action="store_true",
-        help="a claimed property that was skipped (over the profile's budget, no applicable case) fails the run",
+        help="a claimed property that was skipped (over the profile's budget, no applicable case) "
+        "fails the run",
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines (summary only)")
     p.add_argument(

@@ -96,7 +96,8 @@ def _clipped_walk(log_ratios: list[float], shift: float) -> np.ndarray:
     for i, lr in enumerate(log_ratios, start=1):
         if np.isnan(lr):
             lr = -np.inf if shift < 0 else np.inf
-        log_p[i] = -np.inf if log_p[i - 1] == -np.inf or lr == -np.inf else min(log_p[i - 1] + lr + shift, 0.0)
+        stuck = log_p[i - 1] == -np.inf or lr == -np.inf  # p is 0 from here on
+        log_p[i] = -np.inf if stuck else min(log_p[i - 1] + lr + shift, 0.0)
     return log_p
 
 

@@ -2,7 +2,8 @@
 
 - ``run_properties`` walks the selected properties in registry order (cheapest layers first). A
   property the kernel does not claim is reported ``not claimed`` without being run (whatever its
-  ``run`` does: a kernel is never called with a method it does not declare). A property that raises is recorded as ``error`` and the run goes on; a kernel exception inside a case
+  ``run`` does: a kernel is never called with a method it does not declare). A property that raises
+  is recorded as ``error`` and the run goes on; a kernel exception inside a case
   is already a failure of that case (harness/properties/case_property.py).
 - Device faults: when a kernel corrupts the CUDA context (``ctx.extra["device_fault"]`` is set,
   harness/kernel_calls.py), nothing more can run in this process. The remaining properties are run
@@ -237,7 +238,8 @@ def verdict_line(results: list[PropertyResult], code: int, strict: bool, seconds
              f"{failed} failed, {errors} errors)"]
     if skipped:
         why = "; ".join(f"{r.name} ({_why(r.note)})" for r in skipped)
-        parts.append(f"{len(skipped)} claimed but skipped{' -- a failure under --strict' if strict else ''}: {why}")
+        strictly = " -- a failure under --strict" if strict else ""
+        parts.append(f"{len(skipped)} claimed but skipped{strictly}: {why}")
     if unclaimed:
         parts.append(f"{len(unclaimed)} not claimed: {', '.join(unclaimed)}")
     return f"{verdict}: {'; '.join(parts)} -- in {seconds:.1f}s (seed {seed})"

@@ -63,8 +63,9 @@ def logprob_tolerance(dtype: torch.dtype) -> Tolerance:
     """The row of ``LOGPROB_TOLERANCE`` for ``dtype`` (a dtype outside the contract is a harness error)."""
     try:
         return LOGPROB_TOLERANCE[dtype]
-    except KeyError:
-        raise ValueError(f"no logprob tolerance for logit dtype {dtype}; known: {list(LOGPROB_TOLERANCE)}")
+    except KeyError as missing:
+        known = list(LOGPROB_TOLERANCE)
+        raise ValueError(f"no logprob tolerance for logit dtype {dtype}; known: {known}") from missing
 
 
 def exponent_scale_of_rows(rows: np.ndarray, temperature: float) -> float:

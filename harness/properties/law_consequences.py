@@ -26,8 +26,8 @@ from harness.consequences import Tally, consequence_violations
 from harness.contract import VerifyBatch, capabilities_of
 from harness.kernel_calls import call_verify
 from harness.properties.base import Finding, PropertyResult, RunContext, register
-from harness.properties.statistical_cases import block_trap_request, greedy_ties_request
 from harness.properties.case_property import CaseCheck, CaseProperty, findings_from
+from harness.properties.statistical_cases import block_trap_request, greedy_ties_request
 from harness.properties.structural import output_violations
 from harness.tolerances import LOGPROB_TOLERANCE
 
@@ -149,7 +149,8 @@ class LawConsequences(CaseProperty):
                 for trap in (block_trap_case, empty_block_residual_case, clipped_ratio_case):
                     anchors.append(trap(method, ctx.child_seed(self.name, "anchor", trap.__name__)))
             if caps.point_mass_drafts:
-                anchors.append(wide_point_mass_case(method, ctx.child_seed(self.name, "anchor", method, "wide")))
+                wide_seed = ctx.child_seed(self.name, "anchor", method, "wide")
+                anchors.append(wide_point_mass_case(method, wide_seed))
         return [a for a in anchors  # within what the kernel declares
                 if a.vocab_size <= caps.max_vocab and max(a.draft_lens, default=0) <= caps.max_draft_len]
 

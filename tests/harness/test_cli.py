@@ -12,7 +12,13 @@ import torch
 
 from harness import cli, kernel_calls
 from harness.properties.base import ERROR, FAIL, NOT_CLAIMED, PASS, REGISTRY, SKIPPED, PropertyResult
-from harness.runner import overall_exit_code, run_properties, select_properties, strict_exit_code, verdict_line
+from harness.runner import (
+    overall_exit_code,
+    run_properties,
+    select_properties,
+    strict_exit_code,
+    verdict_line,
+)
 from tests.harness.property_helpers import cpu_context
 
 REF = "harness.adapters.reference_kernel:kernel"

@@ -130,7 +130,8 @@ def test_logprob_value_within_the_dtype_tolerance(dtype):
     batch = _batch([[0.5, 0.2, 0.2, 0.1], UNIFORM4], None, [0], temperature=0.7, logprobs=True)
     batch.target_logits = batch.target_logits.to(dtype)
     rows = batch.target_logits.double().numpy()
-    want = [float(log_softmax_rows(rows, np.full(2, 0.7))[0, 0]), float(log_softmax_rows(rows, np.full(2, 0.7))[1, 3])]
+    oracle = log_softmax_rows(rows, np.full(2, 0.7))
+    want = [float(oracle[0, 0]), float(oracle[1, 3])]
     tol = logprob_tolerance(dtype)
     bounds = [tol.bound(exponent_scale_of_rows(rows[j], 0.7), want[j]) for j in range(2)]
     assert _classes(batch, _output(batch, [0, 3], [want[0] + 0.5 * bounds[0], want[1]])) == []
@@ -175,7 +176,8 @@ def test_coupled_comparison_uses_the_same_tolerance_table():
     ref = run_reference(batch, *reference_draws(batch))
     n = int(ref.num_emitted[0])
     rows = batch.target_logits.double().numpy()
-    bound = logprob_tolerance(torch.float32).bound(exponent_scale_of_rows(rows[n - 1], 0.7), ref.logprobs[0, n - 1])
+    scale = exponent_scale_of_rows(rows[n - 1], 0.7)
+    bound = logprob_tolerance(torch.float32).bound(scale, ref.logprobs[0, n - 1])
     for shift, flagged in ((0.5 * bound, False), (2 * bound, True)):
         lp = list(ref.logprobs[0, :n])
         lp[-1] += shift
