@@ -1,12 +1,14 @@
 """Proof of teeth: run ``harness check`` on every broken kernel and on the correct kernels over many seeds.
 
     python bench/teeth.py [--profile ci] [--device cpu|cuda] [--seeds 20] [--correct SPEC ...]
-                          [--broken NAME ...] [--skip-broken] [--only PROPERTY ...]
+                          [--broken NAME ...] [--skip-broken] [--only PROPERTY ...] [--without PROPERTY]
                           [--time-limit SECONDS] [--in-process]
 
 For each broken kernel of ``harness.broken`` it runs every registered property in registry order with
 fail-fast (what ``python -m harness check --fail-fast`` does) and prints the property that caught it
-and the seconds it took; a broken kernel nobody catches is listed as ``NOT CAUGHT``. Then it runs the
+and the seconds it took; a broken kernel nobody catches is listed as ``NOT CAUGHT``. With
+``--without P``, a kernel that P caught is run again on every other property, and the column
+``without P`` names what catches it then (``only P``: nothing else does). Then it runs the
 full check of each correct kernel (default: torch_eager and our Triton kernels) with seeds 0..N-1 and
 counts false alarms (any failing property). Exit status 1 if a broken kernel escapes or a correct
 kernel fails. Runs in one process so imports are paid once; kernel calls run in a supervised worker
@@ -30,20 +32,27 @@ import kernels._device  # noqa: E402,F401  (selects TRITON_INTERPRET before trit
 from harness.broken import CATALOGUE  # noqa: E402
 from harness.plugins import load_kernel  # noqa: E402
 from harness.profiles import PROFILES  # noqa: E402
-from harness.properties.base import ERROR, FAIL, NOT_CLAIMED, RunContext  # noqa: E402
+from harness.properties.base import ERROR, FAIL, NOT_CLAIMED, SKIPPED, RunContext  # noqa: E402
 from harness.runner import run_properties, select_properties  # noqa: E402
 from harness.supervisor import add_supervision_args, close, profile_with_limits, supervise  # noqa: E402
 
 CORRECT = ("harness.implementations.torch_eager:kernel", "harness.adapters.triton_kernels:kernel")
+# Teeth, not speed, are measured: on a loaded machine the statistical layer's time projection would
+# skip its properties ("too slow", harness/properties/statistical.py) and a broken kernel only
+# statistics catch would read NOT CAUGHT. Broken kernels get this budget per statistical property.
+BROKEN_STAT_SECONDS = 1800.0
 
 
-def check(spec: str, args, device: torch.device, seed: int, fail_fast: bool, only=None):
+def check(spec: str, args, device: torch.device, seed: int, fail_fast: bool, only=None, without=None):
     profile = profile_with_limits(PROFILES[args.profile], args)
     kernel = supervise(load_kernel(spec), spec, profile, args.in_process)
     ctx = RunContext(profile, device, seed, spec, fail_fast=fail_fast)
+    if spec.startswith("harness.broken."):
+        ctx.extra["stat_seconds_per_property"] = BROKEN_STAT_SECONDS
     started = time.perf_counter()
+    properties = [p for p in select_properties(only) if p.name != without]
     try:
-        results = run_properties(kernel, ctx, select_properties(only), allow_subprocess=False)
+        results = run_properties(kernel, ctx, properties, allow_subprocess=False)
     finally:
         close(kernel)
     return results, time.perf_counter() - started
@@ -60,6 +69,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--only", nargs="*", default=None, help="properties for the correct kernels (default: all)"
     )
+    parser.add_argument("--without", default=None, metavar="PROPERTY",
+                        help="for kernels PROPERTY catches, also report what catches them without it")
     add_supervision_args(parser)
     args = parser.parse_args(argv)
     device = torch.device(args.device)
@@ -67,7 +78,8 @@ def main(argv=None) -> int:
 
     if not args.skip_broken:
         print(f"## broken kernels (profile {args.profile}, device {device}, seed 0, fail-fast)")
-        print(f"{'kernel':40s} {'caught by':34s} {'expected':34s} {'secs':>7s}")
+        other = f"  without {args.without}" if args.without else ""
+        print(f"{'kernel':40s} {'caught by':34s} {'expected':34s} {'secs':>7s}{other}")
         for entry in CATALOGUE:
             if args.broken and entry.name not in args.broken:
                 continue
@@ -81,7 +93,13 @@ def main(argv=None) -> int:
             caught = failed[0].name + (f" ({entry.fault})" if entry.fault else "") if failed else "NOT CAUGHT"
             escaped += not failed
             errors = [r.name for r in results if r.verdict == ERROR]
+            skipped = [r.name for r in results if r.verdict == SKIPPED]
             note = f"  (errors: {errors})" if errors else ""
+            note += f"  (skipped: {skipped})" if skipped else ""
+            if args.without and caught == args.without:
+                again, more = check(entry.spec, args, device, 0, fail_fast=True, without=args.without)
+                others = [r.name for r in again if r.verdict == FAIL]
+                note = f"  {others[0] if others else 'only ' + args.without} ({more:.0f}s){note}"
             print(
                 f"{entry.name:40s} {caught:34s} {','.join(entry.expected):34s} {secs:7.1f}{note}", flush=True
             )

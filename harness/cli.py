@@ -1,12 +1,13 @@
 """``python -m harness ...``: the command line.
 
 ``check --kernel SPEC [--profile ci|dev|gpu|nightly] [--device cpu|cuda] [--seed N] [--report DIR]
-[--only NAME...] [--fail-fast] [--time-limit S] [--in-process]`` runs every registered property the
-kernel claims and exits 0 when all claimed properties hold, 1 when any fails (a kernel that crashes,
-exits or hangs its supervised worker fails: harness/supervisor.py), 2 on a usage or harness error.
-Other subcommands (fuzz, merge, replay, mutate, calibrate) come from modules that define
-``add_cli(subparsers)``; each sets ``func`` on its parser to a callable taking the parsed arguments
-and returning an exit code.
+[--only NAME...] [--fail-fast] [--strict] [--time-limit S] [--in-process]`` runs every registered
+property the kernel claims and exits 0 when all claimed properties hold, 1 when any fails (with
+``--strict``: or a claimed one was skipped; a kernel that crashes, exits or hangs its supervised worker
+fails: harness/supervisor.py), 2 on a usage or harness error. Its last line says how many properties
+ran, which were skipped and why, and which the kernel does not claim. Other subcommands (fuzz, merge,
+replay, mutate, calibrate, record, diff) come from modules that define ``add_cli(subparsers)``; each
+sets ``func`` on its parser to a callable taking the parsed arguments and returning an exit code.
 """
 
 from __future__ import annotations
@@ -67,6 +68,12 @@ def add_check_cli(subparsers) -> None:
     p.add_argument(
         "--fail-fast", action="store_true", help="stop at the first failing property, no shrinking"
     )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a claimed property that was skipped (over the profile's budget, no applicable case) "
+        "fails the run",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines (summary only)")
     add_supervision_args(p)
     p.add_argument(
@@ -95,6 +102,8 @@ def run_check(args: argparse.Namespace) -> int:
         overall_exit_code,
         run_properties,
         select_properties,
+        strict_exit_code,
+        verdict_line,
     )
     from harness.supervisor import close, profile_with_limits, supervise
 
@@ -144,6 +153,8 @@ def run_check(args: argparse.Namespace) -> int:
         command += " --in-process"
     if args.only:
         command += " --only " + " ".join(shlex.quote(n) for n in args.only)
+    if args.strict:
+        command += " --strict"
     say(
         f"specfuzz check: kernel={args.kernel} ({kernel.name}) profile={profile.name} "
         f"device={device} seed={seed}"
@@ -173,8 +184,8 @@ def run_check(args: argparse.Namespace) -> int:
         f"family-wise false-alarm bound (Holm over {sum(len(r.statistics) for r in results)} "
         f"statistical assertions): {alpha:.3g}"
     )
-    code = overall_exit_code(results)
-    print(f"{['PASS', 'FAIL', 'ERROR'][code]} in {duration:.1f}s (seed {seed})")
+    code = strict_exit_code(results) if args.strict else overall_exit_code(results)
+    print(verdict_line(results, code, args.strict, duration, seed))
     if args.report:
         path = write_report(build_report(results, ctx, command, started, duration), args.report)
         print(f"report: {path}")

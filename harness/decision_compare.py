@@ -11,7 +11,9 @@ threshold; ties are counted and reported, never hidden. Greedy decisions have no
 argmax of identical raw logits is exact, and exact ties resolve to the lowest index.
 
 Tolerances scale with ``S`` = the largest finite ``|logit| / T`` the request's rows feed into exp:
-a float32 softmax has relative error of about ``2**-23 * S`` in every probability.
+a float32 softmax has relative error of about ``2**-23 * S`` in every probability. Logprobs are
+compared with the tolerance table of harness/tolerances.py (as ``law_consequences`` does); the
+disagreement's ``tolerance`` is the bound that was exceeded.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 import torch
 
 from harness.contract import VerifyBatch, VerifyOutput
+from harness.tolerances import exponent_scale_of_rows, logprob_tolerance
 from reference.verify import ReferenceResult
 
 EPS32 = 2.0**-23
@@ -86,6 +89,7 @@ def compare_decisions(
     greedy = batch.temperature.cpu().numpy() == 0.0
     rel = BASE_ACCEPT_TOL + 4 * EPS32 * exponent_scale(batch)
     vocab = batch.vocab_size
+    lp_tol = logprob_tolerance(batch.target_logits.dtype)  # the one table (harness/tolerances.py)
     for r in range(batch.num_reqs):
         nk, nr = int(emitted[r]), int(ref.num_emitted[r])
         tok_k, tok_r = ids[r, :nk].tolist(), ref.output_token_ids[r, :nr].tolist()
@@ -116,12 +120,15 @@ def compare_decisions(
         elif compare_logprobs and out.logprobs is not None and ref.logprobs is not None:
             lk = out.logprobs[r, :nk].detach().cpu().double().numpy()
             lr = ref.logprobs[r, :nr]
-            tol = 1e-4 + 16 * rel[r] * (1.0 + np.abs(lr))
+            rows = batch.target_logits[cu[r] + r : cu[r] + r + nr].detach().cpu().double().numpy()
+            t = float(batch.temperature[r])
+            tol = np.array([lp_tol.bound(exponent_scale_of_rows(rows[j], t), lr[j]) for j in range(nr)])
             bad = np.nonzero(~(np.abs(lk - lr) <= tol))[0]
             if bad.size:
                 j = int(bad[0])
                 result.disagreements.append(
-                    Disagreement(r, f"logprobs[{r},{j}]", "logprob", float(lk[j] - lr[j]), 0.0, tok_k, tok_r)
+                    Disagreement(r, f"logprobs[{r},{j}]", "logprob", float(lk[j] - lr[j]), float(tol[j]),
+                                 tok_k, tok_r)
                 )
     return result
 

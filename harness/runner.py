@@ -1,7 +1,9 @@
 """Run properties against a kernel, one after another, so that one bad case cannot poison the run.
 
 - ``run_properties`` walks the selected properties in registry order (cheapest layers first). A
-  property that raises is recorded as ``error`` and the run goes on; a kernel exception inside a case
+  property the kernel does not claim is reported ``not claimed`` without being run (whatever its
+  ``run`` does: a kernel is never called with a method it does not declare). A property that raises
+  is recorded as ``error`` and the run goes on; a kernel exception inside a case
   is already a failure of that case (harness/properties/case_property.py).
 - Device faults: when a kernel corrupts the CUDA context (``ctx.extra["device_fault"]`` is set,
   harness/kernel_calls.py), nothing more can run in this process. The remaining properties are run
@@ -37,7 +39,17 @@ from harness.cases import Case, case_from_batch
 from harness.contract import VerifyBatch
 from harness.kernel_calls import KernelFault
 from harness.properties import IMPORT_ERRORS, REGISTRY
-from harness.properties.base import ERROR, FAIL, NOT_CLAIMED, PASS, Property, PropertyResult, RunContext
+from harness.properties.base import (
+    ERROR,
+    FAIL,
+    NOT_CLAIMED,
+    PASS,
+    SKIPPED,
+    Property,
+    PropertyResult,
+    RunContext,
+    unclaimed_result,
+)
 from harness.properties.case_property import CaseCheck, CaseProperty, fault_finding, foreground_repro
 
 Progress = Callable[[str], None]
@@ -124,7 +136,7 @@ def run_properties(
             progress(f"[{i + 1}/{len(properties)}] {prop.name} (layer {prop.layer}) ...")
             started = time.perf_counter()
             try:
-                res = prop.run(kernel, ctx)
+                res = unclaimed_result(prop, kernel) or prop.run(kernel, ctx)
             except KernelFault as exc:
                 res = fault_result(prop, exc, ctx)
             except Exception as exc:  # noqa: BLE001 -- a broken property must not end the run
@@ -219,5 +231,38 @@ def overall_exit_code(results: list[PropertyResult]) -> int:
     return 0
 
 
-__all__ = ["run_properties", "run_case", "select_properties", "overall_exit_code", "interrupt_on_sigterm",
+def strict_exit_code(results: list[PropertyResult]) -> int:
+    """``overall_exit_code``, except that a claimed property that was skipped (not run within the
+    profile's budget, or no applicable case) is a failure (1): ``check --strict``."""
+    code = overall_exit_code(results)
+    return 1 if code == 0 and any(r.verdict == SKIPPED for r in results) else code
+
+
+def _why(note: str, width: int = 90) -> str:
+    line = " ".join(note.split()).removeprefix("not run: ")
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def verdict_line(results: list[PropertyResult], code: int, strict: bool, seconds: float, seed: int) -> str:
+    """The last line of ``check``: the verdict, how many properties ran, and which were skipped (and
+    why) or not claimed, so that ``PASS`` never hides a property that was not run."""
+    verdict = ["PASS", "FAIL", "ERROR"][code]
+    ran = [r for r in results if r.verdict in (PASS, FAIL, ERROR)]
+    failed = sum(r.verdict == FAIL for r in ran)
+    errors = sum(r.verdict == ERROR for r in ran)
+    skipped = [r for r in results if r.verdict == SKIPPED]
+    unclaimed = [r.name for r in results if r.verdict == NOT_CLAIMED]
+    parts = [f"{len(ran)} of {len(results)} properties ran ({len(ran) - failed - errors} held, "
+             f"{failed} failed, {errors} errors)"]
+    if skipped:
+        why = "; ".join(f"{r.name} ({_why(r.note)})" for r in skipped)
+        strictly = " -- a failure under --strict" if strict else ""
+        parts.append(f"{len(skipped)} claimed but skipped{strictly}: {why}")
+    if unclaimed:
+        parts.append(f"{len(unclaimed)} not claimed: {', '.join(unclaimed)}")
+    return f"{verdict}: {'; '.join(parts)} -- in {seconds:.1f}s (seed {seed})"
+
+
+__all__ = ["run_properties", "run_case", "select_properties", "overall_exit_code", "strict_exit_code",
+           "verdict_line", "interrupt_on_sigterm",
            "Interrupted", "PASS", "NOT_CLAIMED"]

@@ -156,6 +156,42 @@ CATALOGUE: tuple[BrokenKernel, ...] = (
         fault="crash",
         devices=("cuda",),
     ),
+    # Issue 33: one per relation of harness/consequences.py, each caught without coupling.
+    BrokenKernel(
+        "logprobs_ignore_temperature",
+        "own (logprob value): sampled rows' logprobs from raw logits",
+        ("law_consequences",),
+    ),
+    BrokenKernel(
+        "greedy_accepts_tied_draft",
+        "BUGS 12 (greedy rows exactly): a draft tied with the maximum is accepted",
+        ("law_consequences", "greedy_identity", "conditional_law"),
+    ),
+    BrokenKernel(
+        "residual_mask_tile_local",
+        "BUGS 2 / 10 (correction never the rejected draft): point-mass residual masks x % 64",
+        ("law_consequences",),
+    ),
+    BrokenKernel(
+        "block_residual_unclipped_scale",
+        "BUGS 6 (block correction inside (p_tau b - q)_+): residual scaled by the unclipped product",
+        ("law_consequences", "conditional_law"),
+    ),
+    BrokenKernel(
+        "token_ratio_inverted",
+        "own (token never rejects b(x) > q(x)): u * b(x) < q(x) with draft logits",
+        ("law_consequences", "conditional_law"),
+    ),
+    BrokenKernel(
+        "block_takes_first_passing_slot",
+        "BUGS 5 mirror (block keeps every slot up to the last p_i == 1): tau = first passing slot",
+        ("law_consequences", "conditional_law", "equal_models_accept_all"),
+    ),
+    BrokenKernel(
+        "block_mass_unscaled",
+        "own (block never stops where h_i = 0): Z_{i+1} without the factor p_i",
+        ("law_consequences", "conditional_law"),
+    ),
 )
 
 NAMES = tuple(b.name for b in CATALOGUE)

@@ -40,7 +40,7 @@ class Padded:
 
     ``target [R, K+1, V]``, ``draft [R, K, V]`` (one-hot for point masses), ``draft_ids [R, K]``,
     ``lengths [R]``, ``draft_valid [R, K]``, ``logits [R, K+1, V]`` raw target logits, ``greedy [R]``,
-    ``logit_dtype`` the dtype the logits arrived in.
+    ``logit_dtype`` the dtype the logits arrived in, ``point_mass`` whether drafts are point masses.
     """
 
     def __init__(self, batch: VerifyBatch, kernel: TorchEagerKernel):
@@ -61,6 +61,7 @@ class Padded:
         self.greedy = temperature == 0
         self.temperature = torch.where(self.greedy, 1.0, temperature)
         self.target = kernel.target_probabilities(self.logits, self.temperature)
+        self.point_mass = batch.draft_logits is None
         ids = batch.draft_token_ids.to("cpu", torch.int64)
         self.draft_ids = (
             torch.where(self.draft_valid, ids[draft_index], 0)
@@ -195,6 +196,14 @@ class TorchEagerKernel:
         """Lowest-index argmax of raw logits per row (NaN counts as -inf)."""
         return torch.argmax(torch.nan_to_num(logits, nan=-torch.inf), dim=-1)
 
+    def greedy_matches(self, pb: Padded, greedy_ids: torch.Tensor) -> torch.Tensor:
+        """``[R, K]``: a greedy row accepts its draft iff it is the row's (lowest-index) argmax."""
+        return (pb.draft_ids == greedy_ids[:, : pb.k_max]) & pb.draft_valid
+
+    def logprob_rows(self, pb: Padded) -> torch.Tensor:
+        """``log_softmax(logits / T)`` of every target row (``T = 1`` for greedy rows): ``[R, K+1, V]``."""
+        return torch.log_softmax(pb.logits / pb.temperature[:, None, None], dim=-1)
+
     def bonus_row(self, pb: Padded) -> torch.Tensor:
         """``b_{k+1}``: the target row after the request's last draft."""
         return pb.target[pb.rows, pb.lengths]
@@ -241,7 +250,7 @@ class TorchEagerKernel:
         sampled = self.final_token(pb, weights, u_sample[pb.rows, tau], tau, u_accept)
 
         greedy_ids = self.greedy_ids(pb.logits)  # [R, K+1]
-        matches = (pb.draft_ids == greedy_ids[:, : pb.k_max]) & pb.draft_valid
+        matches = self.greedy_matches(pb, greedy_ids)
         greedy_tau = torch.cumprod(matches.long(), dim=1).sum(dim=1)
         tau = torch.where(pb.greedy, greedy_tau, tau)
         final = torch.where(pb.greedy, greedy_ids[pb.rows, tau], sampled)
@@ -249,7 +258,7 @@ class TorchEagerKernel:
         out, num_emitted = self.assemble(pb, tau, final)
         result = VerifyOutput(out.to(batch.device), num_emitted.to(batch.device))
         if batch.want_logprobs:
-            logp = torch.log_softmax(pb.logits / pb.temperature[:, None, None], dim=-1)
+            logp = self.logprob_rows(pb)
             picked = logp.gather(-1, out.clamp(min=0)[:, :, None])[..., 0]
             emitted = torch.arange(pb.k_max + 1)[None, :] <= tau[:, None]
             result.logprobs = torch.where(emitted, picked, 0.0).to(torch.float32).to(batch.device)

@@ -14,7 +14,7 @@ import traceback
 
 from harness.properties.base import REGISTRY, register  # noqa: F401
 
-_CORE_IN_ORDER = ("structural", "coupled", "invariance", "layout_reuse", "bad_input")
+_CORE_IN_ORDER = ("structural", "law_consequences", "coupled", "invariance", "layout_reuse", "bad_input")
 IMPORT_ERRORS: dict[str, str] = {}
 
 

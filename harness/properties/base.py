@@ -122,6 +122,25 @@ class Property(Protocol):
 REGISTRY: dict[str, Property] = {}
 
 
+def not_claimed_reason(prop: Property, kernel: object) -> str | None:
+    """Why ``kernel`` does not claim ``prop`` (``None``: it does): the property's own
+    ``not_claimed_reason`` when it has one, else a generic line when ``claimed`` says no (a property
+    with neither is claimed)."""
+    own = getattr(prop, "not_claimed_reason", None)
+    if callable(own):
+        return own(kernel)
+    claimed = getattr(prop, "claimed", None)
+    return None if not callable(claimed) or claimed(kernel) else f"the kernel does not claim {prop.name}"
+
+
+def unclaimed_result(prop: Property, kernel: object) -> PropertyResult | None:
+    """A ``not claimed`` result when ``kernel`` does not claim ``prop``, else ``None``. The runner
+    asks this before every property, so a property is never run (and a kernel never called with a
+    method, dtype or feature it does not declare) just because its ``run`` forgot to ask."""
+    reason = not_claimed_reason(prop, kernel)
+    return None if reason is None else PropertyResult(prop.name, prop.layer, NOT_CLAIMED, note=reason)
+
+
 def register(prop: Property) -> Property:
     """Add a property to the registry (names are unique; re-registering replaces)."""
     REGISTRY[prop.name] = prop

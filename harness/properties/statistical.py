@@ -40,6 +40,7 @@ from harness.properties.base import (
     RunContext,
     StatRecord,
     register,
+    unclaimed_result,
 )
 from harness.properties.statistical_cases import (
     FixedDraftRequest,
@@ -273,8 +274,11 @@ def _result(
 class _Statistical:
     layer = 4
 
+    def not_claimed_reason(self, kernel: object) -> str | None:
+        return None if getattr(kernel, "methods", None) else "the kernel declares no methods"
+
     def claimed(self, kernel: object) -> bool:
-        return bool(getattr(kernel, "methods", None))
+        return self.not_claimed_reason(kernel) is None
 
 
 # -- conditional law ---------------------------------------------------------------------------
@@ -588,10 +592,16 @@ class _DifferenceOutcome:
 class BlockDominatesToken(_Statistical):
     name = "block_dominates_token"
 
-    def claimed(self, kernel: object) -> bool:
-        return {"token", "block"} <= set(getattr(kernel, "methods", ()))
+    def not_claimed_reason(self, kernel: object) -> str | None:
+        methods = set(getattr(kernel, "methods", ()))
+        if {"token", "block"} <= methods:
+            return None
+        return f"the kernel does not implement both methods (it declares {sorted(methods)})"
 
     def run(self, kernel: object, ctx: RunContext) -> PropertyResult:
+        unclaimed = unclaimed_result(self, kernel)  # never send a method the kernel does not declare
+        if unclaimed:
+            return unclaimed
         started = time.perf_counter()
         alpha = assertion_alpha(ctx.profile)
         records, findings = [], []

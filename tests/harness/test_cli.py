@@ -11,8 +11,14 @@ import pytest
 import torch
 
 from harness import cli, kernel_calls
-from harness.properties.base import ERROR, FAIL, PASS, PropertyResult
-from harness.runner import overall_exit_code, run_properties, select_properties
+from harness.properties.base import ERROR, FAIL, NOT_CLAIMED, PASS, REGISTRY, SKIPPED, PropertyResult
+from harness.runner import (
+    overall_exit_code,
+    run_properties,
+    select_properties,
+    strict_exit_code,
+    verdict_line,
+)
 from tests.harness.property_helpers import cpu_context
 
 REF = "harness.adapters.reference_kernel:kernel"
@@ -268,3 +274,42 @@ def test_sigterm_between_properties_marks_the_next_one(monkeypatch):
     results = run_properties(None, cpu_context(), [Stub("a"), Stub("b"), Stub("c")], progress=progress)
     assert [(r.name, r.verdict) for r in results] == [("a", PASS), ("b", ERROR)]
     assert "'c'" in results[1].note
+
+
+class _AlwaysSkipped:
+    """A claimed property that never gets to run (as the statistics do on the CPU interpreter)."""
+
+    name, layer = "always_skipped", 4
+
+    def claimed(self, kernel):
+        return True
+
+    def run(self, kernel, ctx):
+        return PropertyResult(self.name, self.layer, SKIPPED, note="not run: 10^9 samples would take ~1e6s")
+
+
+def test_verdict_line_counts_what_ran_and_names_what_was_skipped():
+    res = lambda name, v, note="": PropertyResult(name, 1, v, note=note)
+    results = [res("a", PASS), res("b", SKIPPED, "not run: too slow here"), res("c", NOT_CLAIMED, "no"),
+               res("d", FAIL)]
+    line = verdict_line(results, overall_exit_code(results), False, 1.5, 7)
+    assert line.startswith("FAIL: 2 of 4 properties ran (1 held, 1 failed, 0 errors)")
+    assert "1 claimed but skipped: b (too slow here)" in line and "1 not claimed: c" in line
+    assert line.endswith("in 1.5s (seed 7)")
+    held = [res("a", PASS), res("b", SKIPPED, "x")]
+    assert overall_exit_code(held) == 0 and strict_exit_code(held) == 1
+    assert strict_exit_code([res("a", PASS), res("c", NOT_CLAIMED)]) == 0  # not claimed is not skipped
+    assert strict_exit_code([res("a", ERROR), res("b", SKIPPED)]) == 2
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_strict_fails_a_run_with_a_skipped_claimed_property(strict, monkeypatch, capsys):
+    monkeypatch.setitem(REGISTRY, "always_skipped", _AlwaysSkipped())
+    argv = ["check", "--kernel", REF, "--profile", "ci", "--device", "cpu", "--only", "structural",
+            "always_skipped"] + (["--strict"] if strict else [])
+    code = cli.main(argv)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert code == (1 if strict else 0), last
+    assert last.startswith("FAIL: " if strict else "PASS: ") and "1 of 2 properties ran" in last
+    assert "always_skipped (10^9 samples would take ~1e6s)" in last
+    assert ("a failure under --strict" in last) == strict
