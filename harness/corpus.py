@@ -462,11 +462,12 @@ def _replay_all(args, files: list[Path], kernel, ctx) -> int:
             if out.known_failure:
                 print(f"        (known failure: {out.known_failure})")
         else:
-            stale = out.known_failure or out.known_defect
-            print(
-                f"pass    {out.name} ({len(out.properties_run)} properties, {out.seconds:.1f} s)"
-                + (f"  <- marked a known defect or failure ({stale}): remove the mark" if stale else "")
-            )
+            note = ""
+            if out.known_failure:
+                note = "  <- marked known_failure: remove the mark"
+            elif out.known_defect:
+                note = f"  <- a known defect of {kernel.name} that does not reproduce here ({out.known_defect})"
+            print(f"pass    {out.name} ({len(out.properties_run)} properties, {out.seconds:.1f} s){note}")
     entries = len(files) or 1
     print(
         f"replay: {applicable} applicable entries of {entries}, {failed} failed, {known} known defects "

@@ -126,11 +126,21 @@ def test_replay_cli_reports_the_ledger_mark(tmp_path):
     path = write_entry(entry, tmp_path)
     assert load_entry(path).known_failure == entry.known_failure
     args = [sys.executable, "-m", "harness", "replay", str(path), "--seed", "0"]
-    broken = subprocess.run(args + ["--kernel", "tests.harness.test_fuzz:PaddingDriftKernel"], cwd=REPO,
-                            capture_output=True, text=True, timeout=300)
+    broken = subprocess.run(
+        args + ["--kernel", "tests.harness.test_fuzz:PaddingDriftKernel"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert broken.returncode == 1 and "(known failure: test: a mark" in broken.stdout, broken.stdout
-    good = subprocess.run(args + ["--kernel", "harness.adapters.reference_kernel:kernel"], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    good = subprocess.run(
+        args + ["--kernel", "harness.adapters.reference_kernel:kernel"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert good.returncode == 0 and "marked known_failure: remove the mark" in good.stdout, good.stdout
 
 
@@ -161,3 +171,31 @@ def test_corpus_replays_clean_on_our_kernels(path):
         )
         pytest.xfail(f"known failure: {entry.known_failure}: {findings[:1]}")
     assert not outcome.failed, findings
+
+
+def test_replay_reports_a_known_defect_of_that_kernel_only(tmp_path):
+    """An entry classified as an outside kernel's defect: KNOWN (exit 0) on that kernel when it
+    fails, an ordinary failure (exit 1) on any other kernel that fails it."""
+    import json
+    import subprocess
+    import sys
+
+    from harness.broken import CATALOGUE  # noqa: F401  (the broken kernels below are importable)
+
+    source = next(p for p in corpus_files() if p.name == "degenerate-target-zero-point-mass-token.json")
+    data = json.loads(source.read_text())
+    data["known_defects"] = {"broken.accept_all": "docs/findings/example.md#1"}
+    path = tmp_path / "entry.json"
+    path.write_text(json.dumps(data))
+    run = lambda spec: subprocess.run(
+        [sys.executable, "-m", "harness", "replay", str(path), "--kernel", spec, "--in-process"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    known = run("harness.broken.accept_all:kernel")
+    assert known.returncode == 0 and "KNOWN   " in known.stdout and "1 known defects" in known.stdout, (
+        known.stdout
+    )
+    other = run("harness.broken.padding_zero:kernel")
+    assert other.returncode == 1 and "KNOWN" not in other.stdout, other.stdout
