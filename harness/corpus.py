@@ -466,7 +466,7 @@ def _replay_all(args, files: list[Path], kernel, ctx) -> int:
             if out.known_failure:
                 note = "  <- marked known_failure: remove the mark"
             elif out.known_defect:
-                note = f"  <- a known defect of {kernel.name} that does not reproduce here ({out.known_defect})"
+                note = f"  <- a known defect of {kernel.name}, not reproduced here ({out.known_defect})"
             print(f"pass    {out.name} ({len(out.properties_run)} properties, {out.seconds:.1f} s){note}")
     entries = len(files) or 1
     print(
