@@ -44,8 +44,10 @@ GPU_CASES = {
     "pruned-token-point-bf16": (256, 4, 151936, BF16, "token", False, 0.1, 1.0, (0.5, 1.5), 1 << 30, True),
     "pruned-block-logits-bf16": (512, 8, 262144, BF16, "block", True, 0.0, 1.0, (0.5, 1.5), None, False),
     "pruned-token-logits-fp32": (160, 2, 262144, FP32, "token", True, 0.2, 1.0, (0.5, 1.5), 1 << 30, True),
-    "chunked-block-logits-bf16": (96, 4, 128256, BF16, "block", True, 0.2, 1.0, (0.5, 1.5), 1 << 20, True),
-    "chunked-token-point-fp32": (50, 6, 32000, FP32, "token", False, 0.2, 1.0, (0.5, 1.5), 1 << 19, True),
+    # budgets of about 21 and 16 rows a chunk: chunks of 2-10 requests, on both sides of the single
+    # launch's threshold of 4
+    "chunked-block-logits-bf16": (96, 4, 128256, BF16, "block", True, 0.2, 1.0, (0.5, 1.5), 1 << 14, True),
+    "chunked-token-point-fp32": (50, 6, 32000, FP32, "token", False, 0.2, 1.0, (0.5, 1.5), 1 << 12, True),
     "deep-tails-token-logits-fp32": (8, 4, 32000, FP32, "token", True, 0.0, 30.0, (0.02, 0.1), 1 << 30, True),
     "deep-tails-block-logits-bf16": (24, 4, 151936, BF16, "block", True, 0.0, 30.0, (0.02, 0.1), 1 << 30,
                                      True),
@@ -59,7 +61,7 @@ CPU_CASES = {
     "separate-token-logits-bf16": (7, 4, 1000, BF16, "token", True, 0.25, 1.0, (0.3, 1.5), 1 << 30, True),
     "separate-block-logits-fp32": (6, 5, 900, FP32, "block", True, 0.1, 2.0, (0.5, 1.5), 1 << 30, True),
     "separate-token-point-fp16": (6, 3, 500, FP16, "token", False, 0.2, 1.0, (0.5, 1.5), None, False),
-    "chunked-block-logits-bf16": (9, 3, 600, BF16, "block", True, 0.2, 1.0, (0.5, 1.5), 4096, True),
+    "chunked-block-logits-bf16": (9, 3, 600, BF16, "block", True, 0.2, 1.0, (0.5, 1.5), 2048, True),
     "deep-tails-token-logits-fp32": (5, 3, 400, FP32, "token", True, 0.0, 30.0, (0.02, 0.1), 1 << 30, True),
     "all-greedy-token-fp32": (6, 4, 800, FP32, "token", True, 1.0, 1.0, (0.5, 1.5), 1 << 30, True),
 }
