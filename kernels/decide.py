@@ -38,8 +38,8 @@ import triton.language as tl
 from kernels import dependent_launch, tuning
 from kernels.dependent_launch import let_next_start, wait_for_previous
 from kernels.deep_tails import CLAIMED, DEEP_BLOCK, deep_tail_race, is_deep
-from kernels.launch import launch_jit
 from kernels.fastmath import LOG2E, log1p, one_minus_exp2
+from kernels.launch import launch_jit
 from kernels.randomness import ACCEPT_STREAM, philox_uniform
 from kernels.row_stats import inverse_temperature, log_prob, request_span
 

@@ -33,8 +33,8 @@ import triton
 import triton.language as tl
 
 from kernels import tuning
-from kernels.launch import launch_jit
 from kernels.decide import DECIDE_POINTERS, decide_request, decide_warps, pass1_block_width
+from kernels.launch import launch_jit
 from kernels.residual_mass import MASS_POINTERS, residual_mass_block
 from kernels.residual_sample import race_block_program
 from kernels.row_stats import block_statistics, launch_row_table
@@ -107,8 +107,8 @@ def decide_each_request(num_reqs, target_ptr, draft_ptr, target_stride, draft_st
 
 
 @launch_jit(counts=("out_width", "num_target_rows", "num_vblocks", "num_reqs", "pass1_programs",
-                           "pass2_programs", "race_blocks"),
-                   small_pointers=SMALL_POINTERS)
+                    "pass2_programs", "race_blocks"),
+            small_pointers=SMALL_POINTERS)
 def _small_batch_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr, row_req_ptr,
                         draft_ids_ptr, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
                         blk_max_ptr, blk_tail_ptr, blk_arg_ptr, row_max_ptr, row_log_sum_ptr,

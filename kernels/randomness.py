@@ -15,8 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.launch import launch_jit
 from kernels.fastmath import LN2, fast_log2
+from kernels.launch import launch_jit
 
 ACCEPT_STREAM = tl.constexpr(0)
 SAMPLE_STREAM = tl.constexpr(1)
@@ -147,7 +147,7 @@ def _sampling_draws_kernel(out_ptr, cu_ptr, seeds_ptr, positions_ptr, num_reqs, 
 
 
 @launch_jit(counts=("num_reqs",),
-                   small_pointers=("out_ptr", "cu_ptr", "seeds_ptr", "positions_ptr"))
+            small_pointers=("out_ptr", "cu_ptr", "seeds_ptr", "positions_ptr"))
 def _accept_draws_kernel(out_ptr, cu_ptr, seeds_ptr, positions_ptr, num_reqs):
     slot = tl.program_id(0)
     req = _request_of_row(cu_ptr, num_reqs, slot, 0)

@@ -16,9 +16,9 @@ import triton.language as tl
 
 from kernels import dependent_launch, tuning
 from kernels.dependent_launch import let_next_start, wait_for_previous
-from kernels.launch import launch_jit
 from kernels.fastmath import LOG2E, one_minus_exp2_negative
 from kernels.decide import MASS_SKIPPED
+from kernels.launch import launch_jit
 from kernels.row_stats import NEG_INF, inverse_temperature, widen
 
 

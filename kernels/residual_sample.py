@@ -43,8 +43,8 @@ import triton.language as tl
 
 from kernels import dependent_launch, tuning
 from kernels.dependent_launch import let_next_start, wait_for_previous
-from kernels.launch import launch_jit
 from kernels.fastmath import fast_log2, one_minus_exp2_negative
+from kernels.launch import launch_jit
 from kernels.randomness import (SAMPLE_STREAM, log2_exponential_from_uniform, philox_words,
                                 sampling_uniforms_block, uniform_from_bits)
 from kernels.row_stats import inverse_temperature, log2_prob, log_prob, request_span, widen

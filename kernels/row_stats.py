@@ -95,8 +95,8 @@ def write_row_table(req, cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, do
 
 
 @launch_jit(counts=("num_target_rows",),
-                   small_pointers=("cu_ptr", "temperature_ptr", "row_scale_ptr", "row_req_ptr", "done_ptr",
-                                   "sync_ptr"))
+            small_pointers=("cu_ptr", "temperature_ptr", "row_scale_ptr", "row_req_ptr", "done_ptr",
+                            "sync_ptr"))
 def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr, sync_ptr,
                       num_target_rows, BLOCK: tl.constexpr, PDL: tl.constexpr, DELAY_NS: tl.constexpr):
     """One program per request (the default path's value summary writes the table itself instead).
@@ -130,7 +130,7 @@ def stacked_row(target_ptr, draft_ptr, target_stride, draft_stride, row, num_tar
 
 
 @launch_jit(counts=("num_target_rows", "num_vblocks"),
-                   small_pointers=("row_scale_ptr", "blk_max_ptr", "blk_tail_ptr", "blk_arg_ptr"))
+            small_pointers=("row_scale_ptr", "blk_max_ptr", "blk_tail_ptr", "blk_arg_ptr"))
 def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr,
                       blk_max_ptr, blk_tail_ptr, blk_arg_ptr, num_target_rows, vocab_size, num_vblocks,
                       BLOCK_V: tl.constexpr, PDL: tl.constexpr):

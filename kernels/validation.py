@@ -139,8 +139,8 @@ SUMMARY_SCALARS = 7  # words of the value summary before its copy of cu (kernel 
 
 
 @launch_jit(counts=("num_reqs", "num_drafts"),
-                   small_pointers=("cu_ptr", "ids_ptr", "temperature_ptr", "out_ptr", "row_scale_ptr",
-                                   "row_req_ptr", "done_ptr", "sync_ptr"))
+            small_pointers=("cu_ptr", "ids_ptr", "temperature_ptr", "out_ptr", "row_scale_ptr",
+                            "row_req_ptr", "done_ptr", "sync_ptr"))
 def _summarise_values_kernel(cu_ptr, ids_ptr, temperature_ptr, out_ptr, row_scale_ptr, row_req_ptr, done_ptr,
                              sync_ptr, num_reqs, num_drafts, BLOCK: tl.constexpr, SCALARS: tl.constexpr,
                              COPY_CU: tl.constexpr, WRITE_TABLE: tl.constexpr, TABLE_BLOCK: tl.constexpr):
