@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import os
 import signal
 import statistics
 import sys
@@ -242,33 +241,42 @@ def summarise(rows) -> None:
 
 
 @contextlib.contextmanager
-def knob_overrides(env: dict[str, str]):
-    """Set ``SPECFUZZ_*`` tuning variables and re-read the knobs; restore both on exit."""
-    from kernels import tuning
+def tuning_overrides(values: dict):
+    """Set module constants of ``kernels/`` for a sweep or an A/B: ``NAME`` is ``kernels.tuning``'s
+    (``BLOCK_V``, ``RACE_WARPS``, ...), ``module.NAME`` another module's (``call_plan.ENABLED``).
+    Drops the geometries, workspaces and call plans derived from them; restores them on exit."""
+    import importlib
 
-    before = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    tuning.refresh()
+    from kernels import release_workspaces, tuning
+
+    targets = {}
+    for key in values:
+        module, _, name = key.rpartition(".")
+        targets[key] = (importlib.import_module(f"kernels.{module or 'tuning'}"), name)
+    before = {key: getattr(*target) for key, target in targets.items()}
+
+    def apply(settings):
+        for key, value in settings.items():
+            setattr(*targets[key], value)
+        tuning.geometry.cache_clear()
+        release_workspaces()
+
     try:
+        apply(values)
         yield
     finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        tuning.refresh()
+        apply(before)
 
 
 def sweep_stages(args, label: str, configs) -> None:
-    """Token stage times (``stage_times``) of every requested shape under each ``(description, env)``
-    of ``configs``."""
+    """Token stage times (``stage_times``) of every requested shape under each ``(description, values)``
+    of ``configs`` (``tuning_overrides``)."""
     gen = torch.Generator(device="cuda").manual_seed(0)
     shapes = itertools.product(args.requests, args.draft_lens, args.vocabs, args.dtypes)
     for reqs, k, vocab, dtype_name in shapes:
         batch = make_inputs(reqs, k, vocab, DTYPES[dtype_name], True, gen)
-        for description, env in configs:
-            with knob_overrides(env):
+        for description, values in configs:
+            with tuning_overrides(values):
                 print(f"{label} {reqs}x{k}x{vocab} {dtype_name} {description}:", end="", flush=True)
                 stage_times(batch, [k] * reqs, "token")
         del batch
@@ -281,22 +289,21 @@ def sweep(args):
     for block, warps in itertools.product((4096, 8192, 16384), (4, 8, 16)):
         races = ((4096, 8), (2048, 4), (4096, 4), (8192, 8)) if (block, warps) == (8192, 8) else ((4096, 8),)
         for race_block, race_warps in races:
-            env = {"SPECFUZZ_BLOCK_V": block, "SPECFUZZ_STATS_WARPS": warps,
-                   "SPECFUZZ_RACE_BLOCK_V": race_block, "SPECFUZZ_RACE_WARPS": race_warps}
             configs.append((f"block {block} warps {warps} race {race_block}/{race_warps}",
-                            {name: str(value) for name, value in env.items()}))
+                            {"BLOCK_V": block, "STATS_WARPS": warps, "RACE_BLOCK_V": race_block,
+                             "RACE_WARPS": race_warps}))
     sweep_stages(args, "sweep", configs)
 
 
-RACE_SWEEP = ((4096, 8, -1), (4096, 8, 0), (4096, 8, 64), (8192, 8, 0), (8192, 8, 64), (8192, 8, 80),
-              (4096, 4, 0), (8192, 16, 0), (2048, 4, 0), (16384, 16, 0))
+RACE_SWEEP = ((4096, 8, 64), (4096, 8, 80), (8192, 8, 64), (8192, 8, 80), (4096, 4, 64), (2048, 4, 80),
+              (8192, 16, 64), (16384, 16, 64))
 
 
 def race_sweep(args):
-    """The race's (block, warps, register cap) of ``RACE_SWEEP``, pass 1 at its default."""
-    configs = [(f"race {block}/{warps} maxnreg {'default' if cap < 0 else cap or '-'}",
-                {"SPECFUZZ_RACE_BLOCK_V": str(block), "SPECFUZZ_RACE_WARPS": str(warps),
-                 "SPECFUZZ_RACE_MAXNREG": str(cap)})
+    """The unpruned race's (block, warps, register cap of blocks >= 1024 lanes) of ``RACE_SWEEP``, pass 1
+    at its default."""
+    configs = [(f"race {block}/{warps} maxnreg {cap}",
+                {"RACE_BLOCK_V": block, "RACE_WARPS": warps, "RACE_MAXNREG": cap})
                for block, warps, cap in RACE_SWEEP]
     sweep_stages(args, "race sweep", configs)
 
@@ -312,12 +319,12 @@ def stage_times(batch, lengths, method, verbose=True):
     from kernels.decide import launch_decide
     from kernels.driver import ChunkTensors
     from kernels.residual_mass import launch_residual_mass
-    from kernels.residual_sample import launch_residual_sample, race_block_size
+    from kernels.residual_sample import launch_residual_sample
     from kernels.row_stats import RACE_BEST_UNSET, launch_row_stats
 
     reqs, width = len(lengths), max(lengths) + 1
     vocab = batch["target_logits"].shape[1]
-    block_v = tuning.block_size()
+    block_v = tuning.BLOCK_V
     nvb = triton.cdiv(vocab, block_v)
     nvb2, rows2 = max(64, triton.next_power_of_2(nvb)), max(16, triton.next_power_of_2(width))
     chunk = ChunkTensors(batch["target_logits"], batch["draft_logits"], batch["draft_token_ids"],
@@ -327,7 +334,7 @@ def stage_times(batch, lengths, method, verbose=True):
                          torch.empty(reqs, dtype=torch.int32, device="cuda"), None)
     has_draft = chunk.draft_logits is not None
     d = sum(lengths)
-    race_block = race_block_size(reqs, vocab, tuning.race_block_size())
+    race_block = tuning.race_block_size(reqs, vocab, tuning.RACE_BLOCK_V)
     race_blocks = triton.cdiv(vocab, race_block)
     ws = Workspace.allocate(d + reqs, d, reqs, nvb, race_blocks, "cuda")
     common = dict(block_method=method == "block", has_draft=has_draft, want_logprobs=False, rows=rows2,

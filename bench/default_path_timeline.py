@@ -9,7 +9,7 @@ step it prints the median host time since the call began and the median GPU time
 event; a GPU gap between two steps that the host times cover means the GPU waited for the host. The
 wrappers add ~2 us of host time per step (an event record), so absolute figures are a little high.
 Then it prints the uninstrumented event time of the default and no-sync paths for comparison.
-It runs with call plans off (``SPECFUZZ_CALL_PLANS=0``): the steps it wraps are the full host path's
+It runs with call plans off (``call_plan.ENABLED = False``): the steps it wraps are the full host path's
 (a repeated small call would run its plan, kernels/call_plan.py, which has none of them).
 """
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import os
 import statistics
 import time
 
@@ -28,7 +27,7 @@ import triton.testing
 import kernels
 import kernels.driver as driver
 from bench.bench_kernels import call_args, make_inputs
-from kernels import tuning
+from kernels import call_plan
 
 STEP_NAMES = ("check_metadata", "launch_variant", "launch_row_stats", "launch_decide", "launch_residual_mass",
               "launch_residual_sample", "launch_small_batch", "bind_small_batch")
@@ -123,8 +122,7 @@ def main(argv=None):
     p.add_argument("--methods", nargs="+", default=["token", "block"])
     p.add_argument("--calls", type=int, default=40)
     args = p.parse_args(argv)
-    os.environ["SPECFUZZ_CALL_PLANS"] = "0"
-    tuning.refresh()
+    call_plan.ENABLED = False
     dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32}
     gen = torch.Generator(device="cuda").manual_seed(0)
     plain = {}

@@ -21,12 +21,12 @@ import statistics
 import torch
 
 import kernels
-from bench.bench_kernels import DTYPES, call_args, host_time_us, knob_overrides, make_inputs
+from bench.bench_kernels import DTYPES, call_args, host_time_us, make_inputs, tuning_overrides
 
-KNOB = "SPECFUZZ_FUSE_DECIDE_MAX_REQS"
+KNOB = "FUSE_DECIDE_MAX_REQS"
 COMPARISONS = {
-    "fused": {"fused": {KNOB: "1024"}, "unfused": {KNOB: "0"}},
-    "plans": {"plans": {"SPECFUZZ_CALL_PLANS": "1"}, "no plans": {"SPECFUZZ_CALL_PLANS": "0"}},
+    "fused": {"fused": {KNOB: 1024}, "unfused": {KNOB: 0}},
+    "plans": {"plans": {"call_plan.ENABLED": True}, "no plans": {"call_plan.ENABLED": False}},
 }
 
 
@@ -42,8 +42,8 @@ def time_shape(reqs, k, vocab, dtype_name, method, with_draft, rounds, gen, sett
     times = {name: {"us": [], "nosync": [], "wall": []} for name in settings}
     outputs = {}
     for _ in range(rounds):
-        for name, env in settings.items():
-            with knob_overrides(env):
+        for name, values in settings.items():
+            with tuning_overrides(values):
                 outputs[name] = default()
                 nosync()
                 times[name]["us"].append(1e3 * triton.testing.do_bench(default, warmup=5, rep=20,

@@ -4,7 +4,7 @@ Usage: ``PYTHONPATH=. python3 bench/host_parts.py``. Times are per call, average
 the GPU otherwise idle (a 1 x 8 x 32000 bf16 batch): the argument checks, the value check (launch +
 device-to-host copy), allocations, one launch through Triton, through ``FastLaunch`` and through the
 compiled launcher alone, and whole calls with and without ``FastLaunch``. Whole calls repeat one
-layout, so they run its call plan (kernels/call_plan.py) unless ``SPECFUZZ_CALL_PLANS=0``; the parts
+layout, so they run its call plan (kernels/call_plan.py) unless ``call_plan.ENABLED`` is False; the parts
 are the full host path's. Not run on a GPU since call plans exist.
 """
 

@@ -4,9 +4,10 @@ Usage: ``PYTHONPATH=. python3 bench/race_prune.py [--requests 16 128 512] [--dra
 [--vocabs ...] [--dtypes bf16 fp32] [--data uniform close] [--logit-scales 1 4]``.
 For each shape and each of token verification with draft logits, with point drafts and block
 verification with draft logits (``bench_kernels.make_inputs``: standard-normal logits times the
-scale, temperatures in [0.5, 1.5)), it runs the no-sync call with ``SPECFUZZ_RACE_PRUNE=0`` and
-``=1``, compares ids, counts and logprobs bit for bit, and times (CUDA events, medians) the whole
-no-sync call and the race launch alone (``bench_kernels.stage_times``) both ways, alternating.
+scale, temperatures in [0.5, 1.5)), it runs the no-sync call with the race never pruned and always
+pruned (``tuning.RACE_PRUNE_MIN_ENTRIES``), compares ids, counts and logprobs bit for bit, and times
+(CUDA events, medians) the whole no-sync call and the race launch alone (``bench_kernels.stage_times``)
+both ways, alternating.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import triton
 import triton.testing
 
 import kernels
-from bench.bench_kernels import DRAFT_DATA, DTYPES, call_args, knob_overrides, make_inputs, stage_times
+from bench.bench_kernels import DRAFT_DATA, DTYPES, call_args, make_inputs, stage_times, tuning_overrides
 
 KINDS = (("token", "logits"), ("token", "point"), ("block", "logits"))
+PRUNE_SETTINGS = {"0": {"RACE_PRUNE_MIN_ENTRIES": 1 << 62}, "1": {"RACE_PRUNE_MIN_ENTRIES": 0}}
 
 
 def parse_args(argv=None):
@@ -60,16 +62,16 @@ def main(argv=None):
 
             outs, call_us, race_us = {}, {"0": [], "1": []}, {}
             for setting in ("0", "1"):
-                with knob_overrides({"SPECFUZZ_RACE_PRUNE": setting}):
+                with tuning_overrides(PRUNE_SETTINGS[setting]):
                     outs[setting] = run()
             same = all(torch.equal(a, b) for a, b in zip(outs["0"], outs["1"], strict=True))
             differ += not same
             for _ in range(2):  # alternate the two settings, twice each
                 for setting in ("0", "1"):
-                    with knob_overrides({"SPECFUZZ_RACE_PRUNE": setting}):
+                    with tuning_overrides(PRUNE_SETTINGS[setting]):
                         call_us[setting].append(median_us(run, args.rep))
             for setting in ("0", "1"):
-                with knob_overrides({"SPECFUZZ_RACE_PRUNE": setting}):
+                with tuning_overrides(PRUNE_SETTINGS[setting]):
                     race_us[setting] = stage_times(batch, lengths, method, verbose=False)["race+emit"]
             off, on = min(call_us["0"]), min(call_us["1"])
             row = dict(reqs=reqs, k=k, vocab=vocab, dtype=dtype_name, method=method, draft=draft, data=data,

@@ -295,7 +295,7 @@ def close_draft_block_case(dtype: torch.dtype) -> Case:
 # the first block it cannot rule out (L's, the lower column), emits L. Every other token sits 40
 # nats below. Six requests: more than our kernels' small-batch launch takes (kernels/tuning.py
 # FUSE_DECIDE_MAX_REQS), so the chunk runs the race launch, which prunes under the interpreter; on a
-# GPU only from 2^25 raced entries on, or with SPECFUZZ_RACE_PRUNE=1.
+# GPU only from 2^25 raced entries on (tuning.RACE_PRUNE_MIN_ENTRIES).
 RACE_ORDER_VOCAB, RACE_ORDER_WINNER, RACE_ORDER_LOSER, RACE_ORDER_REQUESTS = 8192, 8000, 100, 6
 
 

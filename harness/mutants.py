@@ -9,10 +9,8 @@ generic operator family (``generic:...``).
 A mutant believed equivalent (no input can tell it from the original) must say why in
 ``equivalent``; it is reported, never silently skipped, and excluded from the score only with that
 argument attached. ``fast`` marks the subset CI runs; ``killers`` lists the properties expected to
-kill it (run first, and alone in the fast subset). ``env`` holds ``SPECFUZZ_*`` knob settings the
-check of the mutant runs under, for code that only runs with them (the opt-in pipelined launch); a
-campaign runs its unmutated baseline under each such setting too, so a kill cannot come from the
-knob alone.
+kill it (run first, and alone in the fast subset). Every mutant is checked on the default
+configuration: ``kernels/`` has no switches that select other paths.
 """
 
 from __future__ import annotations
@@ -31,13 +29,10 @@ class Mutant:
     killers: tuple[str, ...] = ()
     fast: bool = False
     equivalent: str = ""  # non-empty: the argument that no input distinguishes it
-    env: tuple[tuple[str, str], ...] = ()  # knob settings the check runs under
 
 
-def _m(name, bug_class, file, anchor, replacement, description, killers=(), fast=False, equivalent="",
-       env=()):
-    return Mutant(name, bug_class, file, anchor, replacement, description, tuple(killers), fast, equivalent,
-                  tuple(env))
+def _m(name, bug_class, file, anchor, replacement, description, killers=(), fast=False, equivalent=""):
+    return Mutant(name, bug_class, file, anchor, replacement, description, tuple(killers), fast, equivalent)
 
 
 COUPLED, STRUCT, INVAR = "coupled_exactness", "structural", "chunk_invariance"
@@ -518,30 +513,6 @@ CATALOGUE: tuple[Mutant, ...] = (
         "the small-batch launch runs only decide's COMBINE stage for token and point-mass batches: "
         "no request is decided and the race samples at a stale tau",
         (STRUCT, COUPLED),
-    ),
-    # --- pipelined launch (kernels/pipelined.py, opt-in: checked with SPECFUZZ_PIPELINE=1) -----------
-    _m(
-        "pipelined-decides-before-draft-rows",
-        "generic:stale-state",
-        "pipelined.py",
-        "if finish_and_count(stage_ptr + req, num_rows * row_programs):",
-        "if finish_and_count(stage_ptr + req, (k + 1) * row_programs):",
-        "the pipelined launch decides a request once its target rows are done, before its draft rows' "
-        "statistics are stored: token verification with draft logits decides from stale q statistics "
-        "(the counter still ends where the race waits, so nothing hangs)",
-        (COUPLED,),
-        env=(("SPECFUZZ_PIPELINE", "1"),),
-    ),
-    _m(
-        "pipelined-race-ignores-draft",
-        "BUGS#3",
-        "pipelined.py",
-        "HAS_DRAFT, RACE_BLOCK, WANT_LOGPROBS, RACE_NVB, 1024, False)",
-        "False, RACE_BLOCK, WANT_LOGPROBS, RACE_NVB, 1024, False)",
-        "the pipelined launch's race samples a rejection from the target row without the draft token "
-        "instead of from (p - q)_+ (the point-mass residual applied to a batch with draft logits)",
-        (COUPLED,),
-        env=(("SPECFUZZ_PIPELINE", "1"),),
     ),
     # --- call plans (kernels/call_plan.py): per-layout state must not swallow a check --------------
     _m(

@@ -2,7 +2,7 @@
 
 Serving steps repeat their batch layout, and a call's host time (checks, geometry, workspace,
 binding, five to seven launches through Python) is what bounds small and medium batches
-(docs/kernels.md). After a call that ran as one chunk, its plan is kept; the next call with the same
+(docs/kernels-log.md). After a call that ran as one chunk, its plan is kept; the next call with the same
 layout key runs it. Two kinds:
 
 - ``CallPlan``, a small-batch chunk (``fused_decide``, at most 4 requests): the geometry, the
@@ -20,17 +20,17 @@ layout key runs it. Two kinds:
 The key holds everything ``validation.check_metadata`` reads (each tensor's exact type, shape, strides,
 dtype, device and layout; ``method``, ``max_chunk_bytes`` and ``want_logprobs`` with their types), plus the
 logits' 16-byte alignment (the launch specialisation), whether host ``draft_lengths`` were given,
-the current device and stream (the workspace is per stream), the tuning knobs' generation and the
-``FastLaunch`` settings. So a key hit implies that the metadata checks pass, and they are skipped;
-what depends on values is checked on every call exactly as without a plan: the value summary and its
-verdict (the only launch before it), or the host ``draft_lengths`` (``check_host_lengths``), and
-``validate=True``'s row check. Anything else (a non-tensor argument, launch hooks such as a profiler,
+the current device and stream (the workspace is per stream) and the ``FastLaunch`` settings. So a
+key hit implies that the metadata checks pass, and they are skipped; what depends on values is
+checked on every call exactly as without a plan: the value summary and its verdict (the only launch
+before it), or the host ``draft_lengths`` (``check_host_lengths``), and ``validate=True``'s row
+check. Anything else (a non-tensor argument, launch hooks such as a profiler,
 a CUDA graph capture, tensors without strides such as sparse ones) takes the full path. Plans are
 kept per thread, at most ``MAX_PLANS`` (each holds its workspace: 64 KB for a small batch at
 V = 262144 with 16 drafts per request, 4.1 MiB for 512 x 8 x 262144), beside the one workspace per
-stream that ``chunking.reusable_workspace`` keeps; plans made under knobs since re-read are dropped
-when the next one is kept, and ``release_workspaces()`` drops them all. ``SPECFUZZ_CALL_PLANS=0``
-turns them off. Results equal the full path's bit for bit: the same kernels with the same arguments;
+stream that ``chunking.reusable_workspace`` keeps; ``release_workspaces()`` drops them all (a test
+that changes a ``kernels.tuning`` value must call it). Tests set ``ENABLED`` to compare plans with
+the full path. Results equal the full path's bit for bit: the same kernels with the same arguments;
 a small batch's outputs are views of storages of ``num_reqs * (num_drafts + 1)`` entries, as on the
 full path when the geometry does not depend on the checked width (``driver.OneChunkCall``).
 """
@@ -40,13 +40,14 @@ from __future__ import annotations
 import torch
 
 import kernels._device
-from kernels import launch, tuning
+from kernels import launch
 from kernels.chunking import kept_plans
-from kernels.geometry import geometry
 from kernels.fused_decide import SmallBatchLaunch
 from kernels.row_stats import bind_row_table
+from kernels.tuning import geometry
 from kernels.validation import BoundSummary, check_host_lengths, check_rows
 
+ENABLED = True
 MAX_PLANS = 16
 REPLAY_MAX_WORKSPACE = 16 << 20  # bytes: larger one-chunk calls are GPU-bound anyway
 REPLAY_MAX_WIDTHS = 8  # recorded widths per replay plan
@@ -61,7 +62,7 @@ def _tensor_key(x):
 def layout_key(target_logits, draft_logits, draft_token_ids, cu, temperature, seeds, positions, method,
                max_chunk_bytes, want_logprobs, host_lengths: bool):
     """The plan key of a call, or None when the call must take the full path."""
-    if not tuning.knobs().call_plans or launch._hooks_set():
+    if not ENABLED or launch._hooks_set():
         return None
     tensors = (target_logits, draft_token_ids, cu, temperature, seeds, positions)
     if any(type(x) is not _TENSOR for x in tensors):
@@ -84,7 +85,7 @@ def layout_key(target_logits, draft_logits, draft_token_ids, cu, temperature, se
     try:
         draft = (None if draft_logits is None
                  else (*_tensor_key(draft_logits), draft_logits.data_ptr() % 16 == 0))
-        return (tuning.generation, *_tensor_key(target_logits), target_logits.data_ptr() % 16 == 0, draft,
+        return (*_tensor_key(target_logits), target_logits.data_ptr() % 16 == 0, draft,
                 *_tensor_key(draft_token_ids), *_tensor_key(cu), *_tensor_key(temperature),
                 *_tensor_key(seeds), *_tensor_key(positions), method, max_chunk_bytes, want_logprobs,
                 host_lengths, where, launch.ENABLED, launch.CHECK_VARIANTS)
@@ -109,8 +110,6 @@ def keep(key, call, host_lengths: bool, launch_whole) -> None:
     if not call.small and call.ws.nbytes > REPLAY_MAX_WORKSPACE:
         return
     plans = kept_plans()
-    for stale in [k for k in plans if k[0] != tuning.generation]:  # made under knobs since re-read
-        del plans[stale]
     if len(plans) >= MAX_PLANS:
         plans.clear()
     plans[key] = CallPlan(call, host_lengths) if call.small else ReplayPlan(call, host_lengths, launch_whole)
@@ -160,7 +159,7 @@ class CallPlan(_ValueChecks):
     def small_batch(self, width: int) -> SmallBatchLaunch:
         small = self.launchers.get(width)
         if small is None:
-            geo = geometry(self.vocab_size, self.num_reqs, width, None, tuning.knobs())
+            geo = geometry(self.vocab_size, self.num_reqs, width)
             flags = self.flags
             small = SmallBatchLaunch(self.ws, self.num_reqs, geo, self.target_layout, self.draft_stride,
                                      self.num_drafts, block_method=flags["block_method"],

@@ -29,9 +29,10 @@ _WORDS_PER_REQ_BLOCK = 2  # res_score, res_index (per block of the sampling race
 # Counters of the small-batch launch (kernels/fused_decide.py) after ``done``, zeroed with it by the
 # row table: the ticket (programs in start order), finished pass-1 programs, finished pass-2 programs.
 SYNC_WORDS = 3
-# tau, residual_logp, done (race blocks finished, then the pipelined launch's finished pass-1 programs,
-# then the race's best score so far: ``done`` holds 3 words per request), and SYNC_WORDS charged to
-# every request (an upper bound: a chunk holds them once)
+# tau, residual_logp, done (race blocks finished, a spare word, then the race's best score so far:
+# ``done`` holds 3 words per request; the spare word, once the removed pipelined launch's counter, is
+# kept so that chunk plans for a byte budget stay as they were), and SYNC_WORDS charged to every
+# request (an upper bound: a chunk holds them once)
 _WORDS_PER_REQ = 5 + SYNC_WORDS
 
 

@@ -39,6 +39,7 @@ from kernels import dependent_launch, tuning
 from kernels.dependent_launch import let_next_start, wait_for_previous
 from kernels.deep_tails import CLAIMED, DEEP_BLOCK, deep_tail_race, is_deep
 from kernels.fastmath import LOG2E, log1p, one_minus_exp2
+from kernels.launch import launch_jit
 from kernels.randomness import ACCEPT_STREAM, philox_uniform
 from kernels.row_stats import inverse_temperature, log_prob, request_span
 
@@ -325,7 +326,7 @@ def decide_request(req, num_reqs, target_ptr, draft_ptr, target_stride, draft_st
                     tl.store(done_ptr + req, CLAIMED)  # the race never completes this request
 
 
-@tuning.launch_jit(
+@launch_jit(
     counts=("out_width", "num_target_rows", "vocab_size", "num_vblocks"),
     small_pointers=DECIDE_POINTERS)
 def _decide_kernel(target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr, cu_ptr,

@@ -19,8 +19,8 @@ Rules that keep this exact:
   completion implies its predecessor's, and the guarantee chains along the sequence;
 - nothing is stored before the wait.
 
-Only compiled kernels on devices of compute capability 9.0 or more use it (``tuning.pdl_enabled``);
-the interpreter and older GPUs compile the plain sequence. ``SPECFUZZ_PDL=0`` turns it off.
+Only compiled kernels on devices of compute capability 9.0 or more use it (``enabled``); the
+interpreter and older GPUs compile the plain sequence.
 """
 
 from __future__ import annotations
@@ -28,7 +28,12 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+import kernels._device
 from kernels._device import COMPILED
+
+# Test-only: nanoseconds the row table spins before it writes, with dependent launches on
+# (``hold``; tests/kernels/test_gpu.py sets it). 0 on every real call.
+TEST_TABLE_DELAY_NS = 0
 
 
 @triton.jit
@@ -45,10 +50,31 @@ def wait_for_previous(PDL: tl.constexpr):
         tl.extra.cuda.gdc_wait()
 
 
-def options(enabled: bool, *, first: bool = False) -> dict:
+_ENABLED_BY_DEVICE: dict = {}  # (device type, index) -> bool
+
+
+def enabled(device) -> bool:
+    """Whether a chunk's kernels on ``device`` run as programmatic dependent launches: compiled CUDA
+    kernels on compute capability >= 9.0. Cached per device: the driver asks once per chunk."""
+    key = (device.type, device.index)
+    cached = _ENABLED_BY_DEVICE.get(key)
+    if cached is not None:
+        return cached
+    on = not kernels._device.INTERPRETING and device.type == "cuda"
+    if on:
+        import torch
+
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        on = torch.cuda.get_device_capability(index)[0] >= 9
+    if device.index is not None:  # an index-less device means the current one, which can change
+        _ENABLED_BY_DEVICE[key] = on
+    return on
+
+
+def options(pdl: bool, *, first: bool = False) -> dict:
     """Launch keywords of a kernel of the chunk's sequence: the ``PDL`` constexpr, and the launch
     attribute unless the kernel is the chunk's first (``first``: a plain launch)."""
-    if not enabled:
+    if not pdl:
         return {"PDL": False}
     return {"PDL": True} if first else {"PDL": True, "launch_pdl": True}
 
@@ -63,9 +89,9 @@ def _global_ns():
 @triton.jit
 def hold(NS: tl.constexpr):
     """Test-only: spin for ``NS`` nanoseconds (compiled kernels; nothing when ``NS`` is 0 or under the
-    interpreter). The row table calls it after ``let_next_start`` when SPECFUZZ_TEST_TABLE_DELAY_NS
-    is set, which widens the window in which a pass 1 that skipped its wait would read the previous
-    call's table (tests/kernels/test_gpu.py; without it the table is done before pass 1 loads)."""
+    interpreter). The row table calls it after ``let_next_start`` with ``TEST_TABLE_DELAY_NS``, which
+    widens the window in which a pass 1 that skipped its wait would read the previous call's table
+    (tests/kernels/test_gpu.py; without it the table is done before pass 1 loads)."""
     if COMPILED:
         if NS > 0:
             start = tl.max(_global_ns(), axis=0)

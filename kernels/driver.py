@@ -1,13 +1,13 @@
 """Host driver: argument checks, chunk planning and the launch sequence of one verification.
 
-Launches per chunk (docs/kernels.md has the design and the performance log):
+Launches per chunk (docs/kernels.md has the design, docs/kernels-log.md the measurements):
 
 1. ``row_stats``      a row table (also zeroing the race counters; on the one-chunk default path
                       the value summary launch writes it), then one read of every target and draft
-                      row: per-(row, vocab block) max / sum-exp / argmax at the request's temperature;
+                      row: per-(row, vocab block) max and sum-exp at the request's temperature;
 2. ``decide``         one program per request: combine the statistics, accept/reject (greedy and
                       token: final; block with draft logits: stage COMBINE, computing ``log p_i``);
-                      a chunk of at most ``tuning.fuse_decide_max_reqs()`` requests runs steps 1-4
+                      a chunk of at most ``tuning.FUSE_DECIDE_MAX_REQS`` requests runs steps 1-4
                       in one launch instead (``fused_decide``);
 3. ``residual_mass``  block with draft logits only: second read of the rows for ``Z_{i+1}``, then
                       ``decide`` stage DECIDE;
@@ -22,12 +22,8 @@ after the check a small batch only makes two tensor views and one launch; a one-
 layout repeats runs its kept plan (``call_plan``), which skips the metadata checks and the binding
 too (larger chunks replay their recorded launches).
 
-With ``SPECFUZZ_OVERLAP=1`` on CUDA (opt-in; measured slower in v3 and v14, docs/kernels.md), a
-chunk of many requests is split into parts and step 4 (ALU-bound) runs on a high-priority side
-stream, overlapping the next part's memory-bound passes; the caller's stream waits for it before
-returning. Results never depend on the split (every decision is per request). No host-device
-synchronisation except the single copy ``validation.check_values`` makes (skipped when the caller
-passes ``draft_lengths``).
+Everything runs on the caller's stream. No host-device synchronisation except the single copy
+``validation.check_values`` makes (skipped when the caller passes ``draft_lengths``).
 """
 
 from __future__ import annotations
@@ -39,16 +35,15 @@ import kernels._device  # noqa: F401
 import numpy as np
 import torch
 
-from kernels import call_plan, tuning
-from kernels.chunking import Workspace, plan_for_budget, reusable_workspace, workspace_bytes_per_logit_row
+from kernels import call_plan, dependent_launch, tuning
+from kernels.chunking import plan_for_budget, reusable_workspace, workspace_bytes_per_logit_row
 from kernels.decide import launch_decide
-from kernels.geometry import geometry
 from kernels.fused_decide import bind_small_batch, launch_small_batch, small_batch_applies
 from kernels.launch import arg_spec
-from kernels.pipelined import launch_pipelined, pipeline_applies
 from kernels.residual_mass import launch_residual_mass
 from kernels.residual_sample import launch_residual_sample
 from kernels.row_stats import launch_row_stats
+from kernels.tuning import geometry
 from kernels.validation import PendingCheck, check_metadata, check_rows, check_values
 
 
@@ -72,7 +67,7 @@ class ChunkTensors:
 def launch_variant(target_logits, draft_logits, draft_token_ids, cu, seeds, positions) -> tuple:
     """What decides the Triton specialisation of every verification launch of a chunk: the kernels
     specialise only the logit pointers (dtype, 16-byte alignment), their row strides and the
-    vocabulary size (``tuning.launch_jit``); every other pointer only by dtype (temperatures, outputs
+    vocabulary size (``launch.launch_jit``); every other pointer only by dtype (temperatures, outputs
     and workspace have fixed dtypes) and every count by its int32 range (rows < 2^31)."""
     draft = target_logits if draft_logits is None else draft_logits
     num_rows, vocab_size = target_logits.shape
@@ -105,7 +100,7 @@ def rejection_sample(target_logits, draft_logits, draft_token_ids, cu_num_draft_
     num_logits, vocab_size = target_logits.shape
     num_reqs = cu_num_draft_tokens.numel() - 1
     device = target_logits.device
-    if num_reqs and one_chunk(num_logits, vocab_size, num_reqs, max_chunk_bytes, device):
+    if num_reqs and one_chunk(num_logits, vocab_size, num_reqs, max_chunk_bytes):
         # One chunk, so no plan and no host-side lengths: the summary launch also writes the row
         # table, and everything the launches need is prepared while the summary is in flight.
         call = OneChunkCall(*inputs, method, want_logprobs)
@@ -169,11 +164,10 @@ class OneChunkCall:
         # the checked values allow lies in [ceil(drafts / reqs) + 1, drafts + 1]: where both ends
         # give the same geometry (always for one request, and whenever drafts + 1 <= 16), it is
         # fixed now; otherwise the launch takes it from the width.
-        knobs = tuning.knobs()
         self.max_width = num_drafts + 1
-        self.geo = geometry(vocab_size, num_reqs, self.max_width, None, knobs)
+        self.geo = geometry(vocab_size, num_reqs, self.max_width)
         narrowest = -(-num_drafts // num_reqs) + 1
-        self.geo_fixed = self.geo == geometry(vocab_size, num_reqs, narrowest, None, knobs)
+        self.geo_fixed = self.geo == geometry(vocab_size, num_reqs, narrowest)
         self.ws = reusable_workspace((num_logits, num_drafts, num_reqs, self.geo.num_vblocks,
                                       self.geo.race_blocks), self.device)
         self.flags = launch_flags(method, draft_logits is not None, want_logprobs)
@@ -217,23 +211,17 @@ def launch_whole(ws, tensors, variant, width: int, table_written: bool, flags: d
     Everything it enqueues goes through ``FastLaunch``, which is what a call plan records and replays
     (kernels/call_plan.py ``ReplayPlan``): a torch operation here would be skipped on replay."""
     num_reqs = tensors[3].numel() - 1
-    geo = geometry(tensors[0].shape[1], num_reqs, width, None, tuning.knobs())
+    geo = geometry(tensors[0].shape[1], num_reqs, width)
     _launch_chunk(ws, ChunkTensors(*tensors, variant), num_reqs, geo, table_written=table_written, **flags)
 
 
 def one_chunk(num_logits: int, vocab_size: int, num_reqs: int, max_chunk_bytes: int | None,
-              device: torch.device, block_size: int | None = None) -> bool:
-    """Whether the call runs as one chunk on one stream (no plan, so no host-side lengths needed):
-    decided by the shapes alone."""
-    return overlap_stream(device) is None and _fits_budget(num_logits, vocab_size, num_reqs, max_chunk_bytes,
-                                                           block_size)
-
-
-def _fits_budget(num_logits: int, vocab_size: int, num_reqs: int, max_chunk_bytes: int | None,
-                 block_size: int | None) -> bool:
+              block_size: int | None = None) -> bool:
+    """Whether the call runs as one chunk (no plan, so no host-side lengths needed): decided by the
+    shapes alone."""
     if max_chunk_bytes is None or num_reqs == 0:
         return True
-    geo = geometry(vocab_size, num_reqs, 1, block_size, tuning.knobs())  # the width does not matter here
+    geo = geometry(vocab_size, num_reqs, 1, block_size)  # the width does not matter here
     return num_logits <= max(1, max_chunk_bytes // workspace_bytes_per_logit_row(geo.num_vblocks,
                                                                                  geo.race_blocks))
 
@@ -250,12 +238,11 @@ def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, dra
     num_reqs = cu.numel() - 1
     if num_reqs == 0:
         return []
-    geo = geometry(vocab_size, num_reqs, out_ids.shape[1], block_size, tuning.knobs())
+    geo = geometry(vocab_size, num_reqs, out_ids.shape[1], block_size)
     has_draft = draft_logits is not None
     flags = launch_flags(method, has_draft, out_logprobs is not None)
-    side = overlap_stream(target_logits.device)
     num_drafts = num_logits - num_reqs
-    if side is None and _fits_budget(num_logits, vocab_size, num_reqs, max_chunk_bytes, block_size):
+    if one_chunk(num_logits, vocab_size, num_reqs, max_chunk_bytes, block_size):
         # The common case: one chunk, the caller's tensors as they are, a reusable workspace.
         ws = reusable_workspace((num_logits, num_drafts, num_reqs, geo.num_vblocks, geo.race_blocks),
                                 target_logits.device)
@@ -270,51 +257,39 @@ def verify_into(out_ids, out_num, out_logprobs, target_logits, draft_logits, dra
     lengths = np.asarray(lengths, dtype=np.int64)
     first_draft = np.concatenate(([0], np.cumsum(lengths)))
     workspace_sizes = []
-    for chunk_start, chunk_end in plan:
-        chunk_bytes = 0
-        for start, end in overlap_parts(chunk_start, chunk_end, side is not None):
-            d0, d1 = int(first_draft[start]), int(first_draft[end])
-            chunk = ChunkTensors(
-                target_logits=target_logits[d0 + start:d1 + end],
-                draft_logits=draft_logits[d0:d1] if has_draft else None,
-                draft_token_ids=draft_token_ids[d0:d1], cu=cu[start:end + 1],
-                temperature=temperature[start:end], seeds=seeds[start:end],
-                positions=positions[start:end],
-                out_ids=out_ids[start:end], out_num=out_num[start:end],
-                out_logprobs=out_logprobs[start:end] if out_logprobs is not None else None,
-            )
-            chunk.variant = launch_variant(chunk.target_logits, chunk.draft_logits, chunk.draft_token_ids,
-                                           chunk.cu, chunk.seeds, chunk.positions)
-            num_part = end - start
-            sizes = (d1 - d0 + num_part, d1 - d0, num_part, geo.num_vblocks, geo.race_blocks)
-            if side is None:
-                ws = reusable_workspace(sizes, target_logits.device)
-            else:  # parts overlap across streams: each needs its own workspace
-                ws = Workspace.allocate(*sizes, target_logits.device)
-            chunk_bytes += ws.nbytes
-            _launch_chunk(ws, chunk, num_part, geo, side=side, **flags)
-            del ws
-        workspace_sizes.append(chunk_bytes)
-    if side is not None:
-        torch.cuda.current_stream().wait_stream(side)
+    for start, end in plan:
+        d0, d1 = int(first_draft[start]), int(first_draft[end])
+        chunk = ChunkTensors(
+            target_logits=target_logits[d0 + start:d1 + end],
+            draft_logits=draft_logits[d0:d1] if has_draft else None,
+            draft_token_ids=draft_token_ids[d0:d1], cu=cu[start:end + 1],
+            temperature=temperature[start:end], seeds=seeds[start:end],
+            positions=positions[start:end],
+            out_ids=out_ids[start:end], out_num=out_num[start:end],
+            out_logprobs=out_logprobs[start:end] if out_logprobs is not None else None,
+        )
+        chunk.variant = launch_variant(chunk.target_logits, chunk.draft_logits, chunk.draft_token_ids,
+                                       chunk.cu, chunk.seeds, chunk.positions)
+        num_chunk = end - start
+        ws = reusable_workspace((d1 - d0 + num_chunk, d1 - d0, num_chunk, geo.num_vblocks, geo.race_blocks),
+                                target_logits.device)
+        workspace_sizes.append(ws.nbytes)
+        _launch_chunk(ws, chunk, num_chunk, geo, **flags)
+        del ws
     return workspace_sizes
 
 
-def _launch_chunk(ws, chunk, num_reqs, geo, *, block_method, has_draft, want_logprobs, two_stage, side=None,
+def _launch_chunk(ws, chunk, num_reqs, geo, *, block_method, has_draft, want_logprobs, two_stage,
                   table_written=False):
-    """The launch sequence of one chunk (module docstring); the race goes to ``side`` when given.
-    A chunk of at most ``tuning.fuse_decide_max_reqs()`` requests runs as one launch instead
-    (kernels/fused_decide.py; the same results bit for bit)."""
-    if side is None and small_batch_applies(num_reqs, two_stage, chunk.draft_token_ids.shape[0]):
+    """The launch sequence of one chunk (module docstring). A chunk of at most
+    ``tuning.FUSE_DECIDE_MAX_REQS`` requests runs as one launch instead (kernels/fused_decide.py; the
+    same results bit for bit)."""
+    if small_batch_applies(num_reqs, two_stage, chunk.draft_token_ids.shape[0]):
         launch_small_batch(ws, chunk, num_reqs, geo, block_method=block_method, has_draft=has_draft,
                            two_stage=two_stage, want_logprobs=want_logprobs, table_written=table_written)
         return
-    if side is None and pipeline_applies(num_reqs, two_stage):
-        launch_pipelined(ws, chunk, num_reqs, geo, block_method=block_method, has_draft=has_draft,
-                         want_logprobs=want_logprobs, table_written=table_written)
-        return
     # After the chunk's first kernel, each kernel is a dependent launch (kernels/dependent_launch.py).
-    pdl = side is None and tuning.pdl_enabled(chunk.target_logits.device)
+    pdl = dependent_launch.enabled(chunk.target_logits.device)
     launch_row_stats(ws, chunk.target_logits, chunk.draft_logits, chunk.cu, chunk.temperature, num_reqs,
                      geo.block_v, variant=chunk.variant, table_written=table_written, pdl=pdl)
     common = dict(block_method=block_method, has_draft=has_draft, want_logprobs=want_logprobs,
@@ -331,32 +306,4 @@ def _launch_chunk(ws, chunk, num_reqs, geo, *, block_method, has_draft, want_log
     race = dict(has_draft=has_draft, want_logprobs=want_logprobs, race_block=geo.race_block,
                 race_blocks=geo.race_blocks, nvb_pow2=geo.race_pow2,
                 prune=tuning.race_prune(num_reqs * chunk.target_logits.shape[1]))
-    if side is None:
-        launch_residual_sample(ws, chunk, num_reqs, pdl=pdl, **race)
-    else:  # the ALU-bound race of this part overlaps the memory-bound passes of the next part
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            launch_residual_sample(ws, chunk, num_reqs, **race)
-        ws.record_stream(side)
-
-
-_SIDE_STREAMS: dict = {}
-
-
-def overlap_stream(device: torch.device):
-    """A high-priority side stream for the sampling race (CUDA only, when ``SPECFUZZ_OVERLAP=1``)."""
-    if device.type != "cuda" or not tuning.overlap():
-        return None
-    if device not in _SIDE_STREAMS:
-        _SIDE_STREAMS[device] = torch.cuda.Stream(device=device, priority=-1)
-    return _SIDE_STREAMS[device]
-
-
-def overlap_parts(start: int, end: int, overlapping: bool) -> list[tuple[int, int]]:
-    """Split a chunk into up to ``tuning.OVERLAP_PARTS`` parts of whole requests when overlapping."""
-    num_reqs = end - start
-    if not overlapping or num_reqs < 2 * tuning.OVERLAP_MIN_PART:
-        return [(start, end)]
-    parts = min(tuning.OVERLAP_PARTS, num_reqs // tuning.OVERLAP_MIN_PART)
-    bounds = [start + (num_reqs * i) // parts for i in range(parts + 1)]
-    return list(zip(bounds[:-1], bounds[1:], strict=True))
+    launch_residual_sample(ws, chunk, num_reqs, pdl=pdl, **race)

@@ -54,7 +54,7 @@ def one_minus_exp2(g):
     ``g = -inf`` gives 1, ``g >= 0`` gives 0. The decide kernel's scalar form (``1 - p``, the
     point-mass ``1 - b(x)``); the per-element passes use ``one_minus_exp2_negative``, one FMUL and
     the clamp fewer (an earlier variant of that fit raised pass 2's float32 registers from 80 to 117 and
-    its time by 4 %; v14's pass 2 takes 115 and is faster than before, docs/kernels.md). Not merged
+    its time by 4 %; v14's pass 2 takes 115 and is faster than before, docs/kernels-log.md). Not merged
     with it: decide's results would move by float32 rounding and that has not been run on a GPU."""
     below = tl.minimum(g, 0.0)
     z = below * LN2

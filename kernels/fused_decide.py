@@ -1,7 +1,7 @@
 """Small batches: the whole verification of a chunk in one launch (after the row table).
 
-A chunk of at most ``tuning.fuse_decide_max_reqs()`` requests is bound by host launch time
-(20-27 us per launch on the H200's host, docs/kernels.md), not by the GPU, so one launch runs what
+A chunk of at most ``tuning.FUSE_DECIDE_MAX_REQS`` requests is bound by host launch time
+(20-27 us per launch on the H200's host, docs/kernels-log.md), not by the GPU, so one launch runs what
 is otherwise three or five: pass 1, the decide stages, pass 2 (block verification with draft
 logits) and the race. Its programs take roles in the order they start:
 
@@ -19,7 +19,7 @@ logits) and the race. Its programs take roles in the order they start:
   (from L2, never a stale L1 line).
 
 One program decides every request in sequence, which is why only small batches take this path
-(docs/kernels.md: at 16 requests it is slower than the separate launches). The counters are
+(docs/kernels-log.md: at 16 requests it is slower than the separate launches). The counters are
 counted over the whole launch, not per request, so a ``cu`` the caller vouched for cannot leave a
 stage unpublished. Results equal the separate launches' bit for bit: the same code with the same
 warps (``decide.decide_warps``), so the same reduction order; the race's reductions are exact
@@ -34,6 +34,7 @@ import triton.language as tl
 
 from kernels import tuning
 from kernels.decide import DECIDE_POINTERS, decide_request, decide_warps, pass1_block_width
+from kernels.launch import launch_jit
 from kernels.residual_mass import MASS_POINTERS, residual_mass_block
 from kernels.residual_sample import race_block_program
 from kernels.row_stats import block_statistics, launch_row_table
@@ -105,16 +106,16 @@ def decide_each_request(num_reqs, target_ptr, draft_ptr, target_stride, draft_st
                        DECIDE, WANT_LOGPROBS, ROWS, NVB, MODE_BLOCK, ".cg", False)
 
 
-@tuning.launch_jit(counts=("out_width", "num_target_rows", "num_vblocks", "num_reqs", "pass1_programs",
-                           "pass2_programs", "race_blocks"),
-                   small_pointers=SMALL_POINTERS)
+@launch_jit(counts=("out_width", "num_target_rows", "num_vblocks", "num_reqs", "pass1_programs",
+                    "pass2_programs", "race_blocks"),
+            small_pointers=SMALL_POINTERS)
 def _small_batch_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr, row_req_ptr,
                         draft_ids_ptr, cu_ptr, temperature_ptr, seeds_ptr, positions_ptr,
                         blk_max_ptr, blk_tail_ptr, blk_arg_ptr, row_max_ptr, row_log_sum_ptr,
                         row_arg_ptr, logp_before_ptr, z_part_ptr, tau_ptr, residual_logp_ptr, done_ptr,
                         res_score_ptr, res_index_ptr, sync_ptr, out_ids_ptr, out_num_ptr, out_logprobs_ptr,
                         out_width, num_target_rows, vocab_size, num_vblocks, num_reqs, pass1_programs,
-                        pass2_programs, race_blocks, BLOCK_V: tl.constexpr, PAIR_TAIL: tl.constexpr,
+                        pass2_programs, race_blocks, BLOCK_V: tl.constexpr,
                         RACE_BLOCK: tl.constexpr, RACE_NVB: tl.constexpr, BLOCK_METHOD: tl.constexpr,
                         HAS_DRAFT: tl.constexpr, TWO_STAGE: tl.constexpr, WANT_LOGPROBS: tl.constexpr,
                         ROWS: tl.constexpr, NVB: tl.constexpr, MODE_BLOCK: tl.constexpr):
@@ -123,7 +124,7 @@ def _small_batch_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_
     if ticket < pass1_programs:
         block_statistics(ticket // num_vblocks, ticket % num_vblocks, target_ptr, draft_ptr, target_stride,
                          draft_stride, row_scale_ptr, blk_max_ptr, blk_tail_ptr, blk_arg_ptr, num_target_rows,
-                         vocab_size, num_vblocks, BLOCK_V, PAIR_TAIL, False)
+                         vocab_size, num_vblocks, BLOCK_V, False)
         if finish_and_count(sync_ptr + 1, pass1_programs):
             decide_each_request(num_reqs, target_ptr, draft_ptr, target_stride, draft_stride, draft_ids_ptr,
                                 cu_ptr, temperature_ptr, seeds_ptr, positions_ptr, blk_max_ptr, blk_tail_ptr,
@@ -165,7 +166,7 @@ def _small_batch_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_
 def small_batch_applies(num_reqs: int, two_stage: bool, num_drafts: int) -> bool:
     """Whether a chunk runs as one launch: few requests, and (block verification with draft logits)
     at least one draft row, or pass 2 would have no program to publish its stage."""
-    return num_reqs <= tuning.fuse_decide_max_reqs() and not (two_stage and num_drafts == 0)
+    return num_reqs <= tuning.FUSE_DECIDE_MAX_REQS and not (two_stage and num_drafts == 0)
 
 
 def launch_small_batch(ws, batch, num_reqs, geo, *, block_method, has_draft, two_stage, want_logprobs,
@@ -226,7 +227,7 @@ class SmallBatchLaunch:
                            ws.res_index, ws.sync)
         self.tail = (num_rows, vocab_size, ws.num_vblocks, num_reqs, pass1, pass2, geo.race_blocks)
         self.kernel = _small_batch_kernel.bind(grid, dict(
-            BLOCK_V=geo.block_v, PAIR_TAIL=tuning.pass1_pair_tail(), RACE_BLOCK=geo.race_block,
+            BLOCK_V=geo.block_v, RACE_BLOCK=geo.race_block,
             RACE_NVB=geo.race_pow2, BLOCK_METHOD=block_method, HAS_DRAFT=has_draft, TWO_STAGE=two_stage,
             WANT_LOGPROBS=want_logprobs, ROWS=geo.rows_pow2, NVB=geo.nvb_pow2,
             MODE_BLOCK=pass1_block_width(vocab_size, ws.num_vblocks), num_warps=decide_warps(geo.block_v),

@@ -1,14 +1,14 @@
-"""Lower host cost per kernel launch: call the compiled kernel's launcher directly once it is known.
+"""How our kernels are compiled and launched: ``launch_jit``, then the compiled launcher called directly.
 
 Triton's ``kernel[grid](...)`` binds arguments, specialises each one, builds a cache key and reads
 several settings on every call; on the H200 machine that is ~30 us of the ~40 us a launch costs the
-host, and one verification makes five to seven launches (docs/kernels.md, performance log). After
+host, and one verification makes five to seven launches (docs/kernels-log.md). After
 the first call for a given specialisation this module keeps Triton's compiled kernel and calls its
 launcher with the same arguments Triton itself would pass.
 
 Correctness rests on the cache key being at least as fine as Triton's specialisation. Per argument
 (``spec_key``): the tensor dtype and 16-byte alignment, the int's type, ``== 1`` and ``% 16``; for the
-arguments ``tuning.launch_jit`` exempts from specialisation only the dtype or the int's type; bools
+arguments ``launch_jit`` exempts from specialisation only the dtype or the int's type; bools
 and other values verbatim; plus the constexpr keywords, ``num_warps`` and the current device. A
 caller may instead pass a ``variant`` that determines all of that for its arguments (the driver's
 ``launch_variant``): no per-argument work then; ``SPECFUZZ_FAST_LAUNCH_CHECK=1`` (every pytest run)
@@ -17,7 +17,7 @@ always take Triton's own path.
 
 On by default since it was measured on the H200 (triton 3.6): one launch costs 11.0 us of host time
 against 15.4 us through ``kernel[grid]`` (the compiled launcher alone: 6.5 us), and the GPU test
-suite passes with it. ``SPECFUZZ_FAST_LAUNCH=0`` (read at import; tests set ``ENABLED``) turns it off.
+suite passes with it. Tests set ``ENABLED`` to compare it with Triton's own path.
 Triton 3.6 keeps launch hooks in (usually empty) ``HookChain`` objects, which ``_hook_active`` tells
 apart from a profiler's hooks.
 """
@@ -32,8 +32,8 @@ import torch
 
 import kernels._device
 
-ENABLED = os.environ.get("SPECFUZZ_FAST_LAUNCH", "1") != "0"
-# Verify every ``variant`` against the full per-argument key (tests set SPECFUZZ_FAST_LAUNCH_CHECK=1).
+ENABLED = True
+# Verify every ``variant`` against the full per-argument key (pytest sets SPECFUZZ_FAST_LAUNCH_CHECK=1).
 CHECK_VARIANTS = os.environ.get("SPECFUZZ_FAST_LAUNCH_CHECK", "0") == "1"
 
 
@@ -121,6 +121,20 @@ def recording():
         yield launches
     finally:
         _recorder.launches = previous
+
+
+def launch_jit(*, counts: tuple[str, ...] = (), small_pointers: tuple[str, ...] = ()):
+    """``triton.jit`` for a top-level kernel, without value specialisation of ``counts`` (request,
+    row, block counts: Triton would otherwise compile a variant for every ``== 1`` / ``% 16``
+    pattern, and chunks or fuzzed batches hit many) and without alignment specialisation of
+    ``small_pointers`` (metadata, outputs and workspace views read one scalar per program: chunk
+    slices start at any offset). Logit pointers, strides and ``vocab_size`` stay specialised:
+    they decide vectorised loads in the bandwidth-bound passes and are fixed per model. Launches go
+    through ``FastLaunch``."""
+    import triton
+
+    jit = triton.jit(do_not_specialize=counts, do_not_specialize_on_alignment=small_pointers)
+    return lambda fn: FastLaunch(jit(fn), loose_names=(*counts, *small_pointers))
 
 
 class FastLaunch:

@@ -15,8 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import tuning
 from kernels.fastmath import LN2, fast_log2
+from kernels.launch import launch_jit
 
 ACCEPT_STREAM = tl.constexpr(0)
 SAMPLE_STREAM = tl.constexpr(1)
@@ -133,7 +133,7 @@ def _request_of_row(cu_ptr, num_reqs, row, extra_rows_per_request):
     return lo
 
 
-@tuning.launch_jit(counts=("num_reqs",), small_pointers=("cu_ptr", "seeds_ptr", "positions_ptr"))
+@launch_jit(counts=("num_reqs",), small_pointers=("cu_ptr", "seeds_ptr", "positions_ptr"))
 def _sampling_draws_kernel(out_ptr, cu_ptr, seeds_ptr, positions_ptr, num_reqs, vocab_size,
                            BLOCK: tl.constexpr):
     row = tl.program_id(0)
@@ -146,8 +146,8 @@ def _sampling_draws_kernel(out_ptr, cu_ptr, seeds_ptr, positions_ptr, num_reqs, 
     tl.store(out_ptr + row.to(tl.int64) * vocab_size + cols, u, mask=cols < vocab_size)
 
 
-@tuning.launch_jit(counts=("num_reqs",),
-                   small_pointers=("out_ptr", "cu_ptr", "seeds_ptr", "positions_ptr"))
+@launch_jit(counts=("num_reqs",),
+            small_pointers=("out_ptr", "cu_ptr", "seeds_ptr", "positions_ptr"))
 def _accept_draws_kernel(out_ptr, cu_ptr, seeds_ptr, positions_ptr, num_reqs):
     slot = tl.program_id(0)
     req = _request_of_row(cu_ptr, num_reqs, slot, 0)

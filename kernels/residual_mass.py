@@ -18,6 +18,7 @@ from kernels import dependent_launch, tuning
 from kernels.dependent_launch import let_next_start, wait_for_previous
 from kernels.fastmath import LOG2E, one_minus_exp2_negative
 from kernels.decide import MASS_SKIPPED
+from kernels.launch import launch_jit
 from kernels.row_stats import NEG_INF, inverse_temperature, widen
 
 
@@ -25,7 +26,7 @@ MASS_POINTERS = ("cu_ptr", "temperature_ptr", "row_max_ptr", "row_log_sum_ptr", 
                  "logp_before_ptr", "z_part_ptr")
 
 
-@tuning.launch_jit(counts=("num_target_rows", "num_vblocks"), small_pointers=MASS_POINTERS)
+@launch_jit(counts=("num_target_rows", "num_vblocks"), small_pointers=MASS_POINTERS)
 def _residual_mass_kernel(target_ptr, draft_ptr, target_stride, draft_stride, cu_ptr, temperature_ptr,
                           row_max_ptr, row_log_sum_ptr, row_req_ptr, logp_before_ptr, z_part_ptr,
                           num_target_rows, vocab_size, num_vblocks, BLOCK_V: tl.constexpr, PDL: tl.constexpr):

@@ -31,7 +31,7 @@ Large chunks prune (v21, ``tuning.race_prune``): each block stores bounds of its
 of racing (``_block_bounds``: ``log2 u`` stands in for ``log2 E``), and the request's last block
 races exactly, with the code above, only the blocks whose upper bound reaches the best lower bound
 (``_race_candidates``), about one per request. The results are the same bit for bit; the time saved
-is small (docs/kernels.md, v21), because the Philox words, which the bounds still need for every
+is small (docs/kernels-log.md, v21), because the Philox words, which the bounds still need for every
 column, are a large part of the race.
 """
 
@@ -44,6 +44,7 @@ import triton.language as tl
 from kernels import dependent_launch, tuning
 from kernels.dependent_launch import let_next_start, wait_for_previous
 from kernels.fastmath import fast_log2, one_minus_exp2_negative
+from kernels.launch import launch_jit
 from kernels.randomness import (SAMPLE_STREAM, log2_exponential_from_uniform, philox_words,
                                 sampling_uniforms_block, uniform_from_bits)
 from kernels.row_stats import inverse_temperature, log2_prob, log_prob, request_span, widen
@@ -229,7 +230,7 @@ def _block_bounds(t_row_ptr, q_row_ptr, first_col, vocab_size, row_max, inv_t, a
       from the reduction, its four columns raced again).
 
     The two differ only because each was the faster on the H200 for its dtype (v23 log,
-    docs/kernels.md); either is a valid bound for any dtype. The block is taken in the Philox
+    docs/kernels-log.md); either is a valid bound for any dtype. The block is taken in the Philox
     words' column order (``_word_columns``), so nothing is interleaved, and nothing of it stays live
     past the reductions.
     """
@@ -334,7 +335,7 @@ def _race_candidates(req, num_reqs, t_row_ptr, q_row_ptr, vocab_size, row_max, i
     return best, token
 
 
-@tuning.launch_jit(
+@launch_jit(
     counts=("num_target_rows", "num_blocks", "out_width"),
     small_pointers=("draft_ids_ptr", "cu_ptr", "temperature_ptr", "seeds_ptr", "positions_ptr", "row_max_ptr",
                     "row_log_sum_ptr", "tau_ptr", "residual_logp_ptr", "res_score_ptr", "res_index_ptr",
@@ -471,14 +472,6 @@ def emit_request(req, target_ptr, target_stride, target_row0, temperature_ptr, s
         x = tl.load(target_ptr + target_row.to(tl.int64) * target_stride + token, mask=sampled,
                     other=0.0).to(tl.float32)
         tl.store(out_logprobs_ptr + out, log_prob(x, row_max, inv_t, row_log_sum), mask=sampled)
-
-
-def race_block_size(num_reqs: int, vocab_size: int, block_v: int) -> int:
-    """Split one row over more programs when few rows are sampled (aim: >= ~2 programs per SM)."""
-    block = block_v
-    while block > 512 and num_reqs * triton.cdiv(vocab_size, block) < 256:
-        block //= 2
-    return block
 
 
 def launch_residual_sample(ws, batch, num_reqs, *, has_draft, want_logprobs, race_block, race_blocks,

@@ -10,7 +10,7 @@ greedy rows (``T == 0``: raw logits, which is what greedy logprobs need):
 
 Greedy rows' argmax is not taken here: decide finds it in the row's first block attaining the row
 max (``decide._greedy_argmax``). Here it cost every program its code even where no row is greedy:
-H200, 512 x 9 x 262144 bf16 rows, all sampled, 612.8 -> 568.2 us without it (docs/kernels.md, v24).
+H200, 512 x 9 x 262144 bf16 rows, all sampled, 612.8 -> 568.2 us without it (docs/kernels-log.md, v24).
 
 Scaling the difference ``x - max`` rather than ``x`` itself keeps tiny temperatures (1e-8) exact to
 float32 rounding of the difference. Rows are ``[0, num_target_rows)`` target then draft rows. A tiny
@@ -27,6 +27,7 @@ import triton.language as tl
 from kernels import chunking, dependent_launch, tuning
 from kernels.dependent_launch import let_next_start, wait_for_previous
 from kernels.fastmath import LOG2E
+from kernels.launch import launch_jit
 
 NEG_INF = tl.constexpr(float("-inf"))
 STREAM = tl.constexpr("evict_first")
@@ -71,12 +72,10 @@ def request_span(cu_ptr, req, num_drafts, max_k):
 def write_row_table(req, cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr, sync_ptr,
                     num_target_rows, num_reqs, BLOCK: tl.constexpr):
     """Request ``req``'s rows of the row table: ``scale = 1/T`` (``-1`` marks a greedy row) and the
-    request index. Also zeroes the request's counters of finished race blocks (``residual_sample``)
-    and of finished pass-1 programs (``done[num_reqs + req]``, kernels/pipelined.py), resets its race's
-    best score so far (``done[2 * num_reqs + req]``, the race's pruning) to -inf, and request 0 zeroes
-    the small-batch launch's counters that follow them (``chunking.SYNC_WORDS``)."""
+    request index. Also zeroes the request's counter of finished race blocks (``residual_sample``),
+    resets its race's best score so far (``done[2 * num_reqs + req]``, the race's pruning) to -inf,
+    and request 0 zeroes the small-batch launch's counters that follow them (``chunking.SYNC_WORDS``)."""
     tl.store(done_ptr + req, 0)
-    tl.store(done_ptr + num_reqs + req, 0)
     tl.store(done_ptr + 2 * num_reqs + req, RACE_BEST_UNSET)
     if req == 0:
         sync = tl.arange(0, 4)
@@ -95,9 +94,9 @@ def write_row_table(req, cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, do
         tl.store(row_req_ptr + draft_rows, req + 0 * j, mask=j < k)
 
 
-@tuning.launch_jit(counts=("num_target_rows",),
-                   small_pointers=("cu_ptr", "temperature_ptr", "row_scale_ptr", "row_req_ptr", "done_ptr",
-                                   "sync_ptr"))
+@launch_jit(counts=("num_target_rows",),
+            small_pointers=("cu_ptr", "temperature_ptr", "row_scale_ptr", "row_req_ptr", "done_ptr",
+                            "sync_ptr"))
 def _row_table_kernel(cu_ptr, temperature_ptr, row_scale_ptr, row_req_ptr, done_ptr, sync_ptr,
                       num_target_rows, BLOCK: tl.constexpr, PDL: tl.constexpr, DELAY_NS: tl.constexpr):
     """One program per request (the default path's value summary writes the table itself instead).
@@ -121,11 +120,6 @@ def widen(x):
 
 
 @triton.jit
-def _add_pairs(a, b, c, d):
-    return a + c, b + d
-
-
-@triton.jit
 def stacked_row(target_ptr, draft_ptr, target_stride, draft_stride, row, num_target_rows):
     """Pointer to row ``row`` of pass 1's stacked view: target rows first, then draft rows."""
     if row < num_target_rows:
@@ -135,21 +129,21 @@ def stacked_row(target_ptr, draft_ptr, target_stride, draft_stride, row, num_tar
     return row_ptr
 
 
-@tuning.launch_jit(counts=("num_target_rows", "num_vblocks"),
-                   small_pointers=("row_scale_ptr", "blk_max_ptr", "blk_tail_ptr", "blk_arg_ptr"))
+@launch_jit(counts=("num_target_rows", "num_vblocks"),
+            small_pointers=("row_scale_ptr", "blk_max_ptr", "blk_tail_ptr", "blk_arg_ptr"))
 def _row_stats_kernel(target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr,
                       blk_max_ptr, blk_tail_ptr, blk_arg_ptr, num_target_rows, vocab_size, num_vblocks,
-                      BLOCK_V: tl.constexpr, PAIR_TAIL: tl.constexpr, PDL: tl.constexpr):
+                      BLOCK_V: tl.constexpr, PDL: tl.constexpr):
     let_next_start(PDL)
     block_statistics(tl.program_id(0), tl.program_id(1), target_ptr, draft_ptr, target_stride, draft_stride,
                      row_scale_ptr, blk_max_ptr, blk_tail_ptr, blk_arg_ptr, num_target_rows, vocab_size,
-                     num_vblocks, BLOCK_V, PAIR_TAIL, PDL)
+                     num_vblocks, BLOCK_V, PDL)
 
 
 @triton.jit
 def block_statistics(row, vblock, target_ptr, draft_ptr, target_stride, draft_stride, row_scale_ptr,
                      blk_max_ptr, blk_tail_ptr, blk_arg_ptr, num_target_rows, vocab_size, num_vblocks,
-                     BLOCK_V: tl.constexpr, PAIR_TAIL: tl.constexpr, PDL: tl.constexpr):
+                     BLOCK_V: tl.constexpr, PDL: tl.constexpr):
     """Pass 1 for (``row``, ``vblock``): the module docstring's three statistics. ``PDL``: launched
     as a dependent launch (kernels/dependent_launch.py), so the row table is read after the wait."""
     row_ptr = stacked_row(target_ptr, draft_ptr, target_stride, draft_stride, row, num_target_rows)
@@ -170,19 +164,17 @@ def block_statistics(row, vblock, target_ptr, draft_ptr, target_stride, draft_st
     # Every lane at the max adds exactly 1. With several such lanes, or a tail >= 1, the tail is
     # ``block_sum - 1`` to float32 rounding. Otherwise the one max's 1 would swallow a tail below
     # float32's epsilon (a near-one-hot block at a small temperature), so the other lanes are also
-    # summed without it (``tuning.pass1_pair_tail``: on every block, or in a branch).
-    if PAIR_TAIL:
-        e = tl.exp2((x - block_max) * exp2_scale)
-        block_sum, tail_without_max = tl.reduce((e, tl.where(x == block_max, 0.0, e)), 0, _add_pairs)
-        block_tail = tl.where(block_sum < 2.0, tail_without_max, block_sum - 1.0)
-    else:
-        block_sum = tl.sum(tl.exp2((x - block_max) * exp2_scale), axis=0)
-        block_tail = block_sum - 1.0
-        if block_sum < 2.0:
-            # The same values bit for bit ((m - x)(-s) == (x - m)s), spelled so that the compiler
-            # recomputes them here instead of keeping all of them live across the branch.
-            e = tl.exp2((block_max - x) * (-exp2_scale))
-            block_tail = tl.sum(tl.where(x == block_max, 0.0, e), axis=0)
+    # summed without it, in a branch the whole program takes. H200, 512 x 8 x 262144 bf16 pass 1
+    # (docs/kernels-log.md, v7): 1195 us on standard-normal logits, 1654 us when every block is near
+    # one-hot; summing both on every block instead took 1301-1322 us on both (removed: most blocks
+    # of real traffic are not near one-hot).
+    block_sum = tl.sum(tl.exp2((x - block_max) * exp2_scale), axis=0)
+    block_tail = block_sum - 1.0
+    if block_sum < 2.0:
+        # The same values bit for bit ((m - x)(-s) == (x - m)s), spelled so that the compiler
+        # recomputes them here instead of keeping all of them live across the branch.
+        e = tl.exp2((block_max - x) * (-exp2_scale))
+        block_tail = tl.sum(tl.where(x == block_max, 0.0, e), axis=0)
     block_tail = tl.where(block_max == float("-inf"), -1.0, block_tail)
     out = row * num_vblocks + vblock
     tl.store(blk_max_ptr + out, block_max)
@@ -194,8 +186,8 @@ def launch_row_table(ws, cu, temperature, num_reqs, num_target_rows, variant=Non
     kernels after it are dependent launches."""
     _row_table_kernel[(num_reqs,)](cu, temperature, ws.row_scale, ws.row_req, ws.done, ws.sync,
                                    num_target_rows, BLOCK=TABLE_BLOCK,
-                                   DELAY_NS=tuning.knobs().table_delay_ns if pdl else 0, variant=variant,
-                                   **dependent_launch.options(pdl, first=True))
+                                   DELAY_NS=dependent_launch.TEST_TABLE_DELAY_NS if pdl else 0,
+                                   variant=variant, **dependent_launch.options(pdl, first=True))
 
 
 def bind_row_table(ws, num_reqs, num_target_rows, variant):
@@ -221,6 +213,6 @@ def launch_row_stats(ws, target_logits, draft_logits, cu, temperature, num_reqs,
     _row_stats_kernel[grid](
         target_logits, draft, target_logits.stride(0), draft.stride(0), ws.row_scale,
         ws.blk_max, ws.blk_tail, ws.blk_arg, num_target_rows, vocab_size, ws.num_vblocks,
-        BLOCK_V=block_v, PAIR_TAIL=tuning.pass1_pair_tail(), num_warps=tuning.stats_warps(block_v),
+        BLOCK_V=block_v, num_warps=tuning.stats_warps(block_v),
         variant=variant, **dependent_launch.options(pdl, first=table_written),
     )

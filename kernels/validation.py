@@ -25,8 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import tuning
-from kernels.launch import current_stream, device_index
+from kernels.launch import current_stream, device_index, launch_jit
 from kernels.row_stats import TABLE_BLOCK, write_row_table
 
 LOGIT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -139,9 +138,9 @@ def host_lengths(draft_lengths) -> np.ndarray | None:
 SUMMARY_SCALARS = 7  # words of the value summary before its copy of cu (kernel docstring)
 
 
-@tuning.launch_jit(counts=("num_reqs", "num_drafts"),
-                   small_pointers=("cu_ptr", "ids_ptr", "temperature_ptr", "out_ptr", "row_scale_ptr",
-                                   "row_req_ptr", "done_ptr", "sync_ptr"))
+@launch_jit(counts=("num_reqs", "num_drafts"),
+            small_pointers=("cu_ptr", "ids_ptr", "temperature_ptr", "out_ptr", "row_scale_ptr",
+                            "row_req_ptr", "done_ptr", "sync_ptr"))
 def _summarise_values_kernel(cu_ptr, ids_ptr, temperature_ptr, out_ptr, row_scale_ptr, row_req_ptr, done_ptr,
                              sync_ptr, num_reqs, num_drafts, BLOCK: tl.constexpr, SCALARS: tl.constexpr,
                              COPY_CU: tl.constexpr, WRITE_TABLE: tl.constexpr, TABLE_BLOCK: tl.constexpr):

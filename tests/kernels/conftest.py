@@ -5,28 +5,34 @@ from __future__ import annotations
 import pytest
 
 from kernels import tuning
+from kernels.chunking import release_workspaces
 
 
 @pytest.fixture
-def tuning_env(monkeypatch):
-    """``tuning_env(NAME, value)`` sets a ``SPECFUZZ_*`` tuning variable and re-reads the knobs (they
-    are read once per process, so a bare ``setenv`` after the first launch changes nothing); the
-    knobs are re-read from the restored environment afterwards."""
+def kernel_setting(monkeypatch):
+    """``kernel_setting(module, NAME, value)`` sets a module constant of ``kernels/`` (a
+    ``kernels.tuning`` value, ``call_plan.ENABLED``, ...) for the test, and drops what was derived
+    from the old value (cached geometries, kept workspaces and call plans) when it is set and when
+    the test ends."""
 
-    def set_knob(name: str, value: str) -> None:
-        monkeypatch.setenv(name, value)
-        tuning.refresh()
+    def forget() -> None:
+        tuning.geometry.cache_clear()
+        release_workspaces()
 
-    yield set_knob
+    def set_constant(module, name: str, value) -> None:
+        assert hasattr(module, name), (module, name)
+        monkeypatch.setattr(module, name, value)
+        forget()
+
+    yield set_constant
     monkeypatch.undo()
-    tuning.refresh()
+    forget()
 
 
 @pytest.fixture
 def kernel_launches(monkeypatch):
     """The names of the kernels launched while the test runs, in order, whichever way the driver
     launches them (``FastLaunch.launch``, or a launcher from ``FastLaunch.bind``)."""
-    from kernels.chunking import release_workspaces
     from kernels.launch import FastLaunch
 
     names: list[str] = []

@@ -68,15 +68,15 @@ def _call(batch, lengths_on_host, **kwargs):
 @METHODS
 @LENGTHS_ON_HOST
 def test_a_repeated_layout_runs_its_plan_bit_for_bit(layout, method, with_draft, want_logprobs,
-                                                     lengths_on_host, tuning_env, plan_runs):
+                                                     lengths_on_host, kernel_setting, plan_runs):
     lengths = LAYOUTS[layout]
     seed = 4100
     print("seeds", seed, seed + 1)
     first, later = (make_batch(seed + i, lengths=lengths, vocab=40, with_draft=with_draft) for i in range(2))
     kwargs = dict(method=method, want_logprobs=want_logprobs)
-    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    kernel_setting(call_plan, "ENABLED", False)
     want = _call(later, lengths_on_host, **kwargs)
-    tuning_env("SPECFUZZ_CALL_PLANS", "1")
+    kernel_setting(call_plan, "ENABLED", True)
     release_workspaces()
     _call(first, lengths_on_host, **kwargs)  # full path: keeps the plan
     assert len(kept_plans()) == 1 and not plan_runs
@@ -85,12 +85,12 @@ def test_a_repeated_layout_runs_its_plan_bit_for_bit(layout, method, with_draft,
     assert_same_outputs(want, got, (layout, method, with_draft, want_logprobs, lengths_on_host))
 
 
-def test_a_plan_follows_the_checked_width(tuning_env, plan_runs):
+def test_a_plan_follows_the_checked_width(kernel_setting, plan_runs):
     """Same layout (shapes), different draft lengths: the width, and here the geometry, change."""
     wide, narrow = make_batch(4200, lengths=[20, 0], vocab=40), make_batch(4201, lengths=[10, 10], vocab=40)
-    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    kernel_setting(call_plan, "ENABLED", False)
     want = kernels.rejection_sample(*narrow.args(), method="block")
-    tuning_env("SPECFUZZ_CALL_PLANS", "1")
+    kernel_setting(call_plan, "ENABLED", True)
     release_workspaces()
     kernels.rejection_sample(*wide.args(), method="block")
     got = kernels.rejection_sample(*narrow.args(), method="block")
@@ -180,26 +180,24 @@ def test_the_key_covers_what_the_metadata_checks_read():
     assert call_plan.layout_key(t, d, ids.tolist(), cu, temp, seeds, pos, "token", 1, False, False) is None
 
 
-def test_plans_are_dropped_and_follow_the_knobs(tuning_env, plan_runs):
+def test_plans_are_kept_dropped_and_switched_off(kernel_setting, plan_runs):
     good = make_batch(25, lengths=[2, 1], vocab=16)
     release_workspaces()
     kernels.rejection_sample(*good.args())
     assert len(kept_plans()) == 1
     release_workspaces()
     assert not kept_plans()
-    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    kernel_setting(call_plan, "ENABLED", False)
     kernels.rejection_sample(*good.args())
     kernels.rejection_sample(*good.args())
     assert not kept_plans() and not plan_runs
-    tuning_env("SPECFUZZ_CALL_PLANS", "1")
-    kernels.rejection_sample(*good.args())
-    tuning_env("SPECFUZZ_FUSE_DECIDE_MAX_REQS", "4")  # a refresh: the kept plan is stale, then dropped
+    kernel_setting(call_plan, "ENABLED", True)
     kernels.rejection_sample(*good.args())
     assert not plan_runs and len(kept_plans()) == 1
     many = make_batch(26, lengths=[1] * 5, vocab=16)  # 5 requests: not a small batch, a replay plan
     kernels.rejection_sample(*many.args())
     assert len(kept_plans()) == 2 and isinstance(list(kept_plans().values())[-1], call_plan.ReplayPlan)
-    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    kernel_setting(call_plan, "ENABLED", False)
     kernels.rejection_sample(*many.args())
     assert not plan_runs
 
@@ -208,16 +206,16 @@ def test_plans_are_dropped_and_follow_the_knobs(tuning_env, plan_runs):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("vocab,dtype", [(32000, torch.bfloat16), (262144, torch.float32)])
 @pytest.mark.parametrize("method,with_draft", [("token", True), ("block", True), ("token", False)])
-def test_gpu_plans_launch_directly_and_match_the_full_path(vocab, dtype, method, with_draft, tuning_env,
+def test_gpu_plans_launch_directly_and_match_the_full_path(vocab, dtype, method, with_draft, kernel_setting,
                                                            plan_runs):
     """On the GPU the plan's launches call the compiled kernels directly (checked against Triton's
     specialisation under SPECFUZZ_FAST_LAUNCH_CHECK=1, as in every pytest run), and five calls with
     new values each equal the full path bit for bit."""
     batches = [make_batch(4300 + i, lengths=[8], vocab=vocab, dtype=dtype, with_draft=with_draft,
                           device="cuda") for i in range(6)]
-    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    kernel_setting(call_plan, "ENABLED", False)
     want = [kernels.rejection_sample(*b.args(), method=method, want_logprobs=True) for b in batches[1:]]
-    tuning_env("SPECFUZZ_CALL_PLANS", "1")
+    kernel_setting(call_plan, "ENABLED", True)
     release_workspaces()
     kernels.rejection_sample(*batches[0].args(), method=method, want_logprobs=True)
     (plan,) = kept_plans().values()
@@ -251,7 +249,7 @@ REPLAY_LAYOUTS = {
                          [("five equal", False), ("ragged with empty drafts", True)])
 @METHODS
 def test_a_repeated_larger_layout_replays_its_launches_bit_for_bit(layout, method, with_draft, want_logprobs,
-                                                                  lengths_on_host, tuning_env, replays):
+                                                                  lengths_on_host, kernel_setting, replays):
     """More than 4 requests: the first call keeps a ReplayPlan, the second records its launches, the
     third and fourth replay them with their own tensors; every result equals the full path's."""
     runs, recorded = replays
@@ -260,9 +258,9 @@ def test_a_repeated_larger_layout_replays_its_launches_bit_for_bit(layout, metho
     print("seeds", seed, "..", seed + 3)
     batches = [make_batch(seed + i, lengths=lengths, vocab=24, with_draft=with_draft) for i in range(4)]
     kwargs = dict(method=method, want_logprobs=want_logprobs)
-    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    kernel_setting(call_plan, "ENABLED", False)
     want = [_call(b, lengths_on_host, **kwargs) for b in batches]
-    tuning_env("SPECFUZZ_CALL_PLANS", "1")
+    kernel_setting(call_plan, "ENABLED", True)
     release_workspaces()
     for i, batch in enumerate(batches):
         got = _call(batch, lengths_on_host, **kwargs)
@@ -272,22 +270,22 @@ def test_a_repeated_larger_layout_replays_its_launches_bit_for_bit(layout, metho
     assert recorded == [max(lengths) + 1] and list(plan.replays) == recorded, "calls 3 and 4 did not replay"
 
 
-def test_a_replay_plan_records_each_checked_width(tuning_env, replays):
+def test_a_replay_plan_records_each_checked_width(kernel_setting, replays):
     """Same shapes, other draft lengths (so another output width and decide geometry), alternating:
     the plan records each width once (calls 2 and 3) and replays the first again (call 4)."""
     runs, recorded = replays
     shapes = ([20, 0, 0, 0, 0], [4, 4, 4, 4, 4])
     batches = [make_batch(4500 + i, lengths=shapes[i % 2], vocab=24) for i in range(4)]
-    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    kernel_setting(call_plan, "ENABLED", False)
     want = [kernels.rejection_sample(*b.args(), method="block") for b in batches]
-    tuning_env("SPECFUZZ_CALL_PLANS", "1")
+    kernel_setting(call_plan, "ENABLED", True)
     release_workspaces()
     for i, batch in enumerate(batches):
         assert_same_outputs(want[i], kernels.rejection_sample(*batch.args(), method="block"), i)
     assert len(runs) == 3 and recorded == [5, 21]
 
 
-def test_a_replay_needs_distinct_tensors(tuning_env, replays):
+def test_a_replay_needs_distinct_tensors(kernel_setting, replays):
     """Seeds and positions given as one tensor: a slot could not tell them apart, so the width is not
     recorded and every run launches the full path's way; later calls with distinct tensors (whose
     seeds differ from their positions) still equal the full path."""
@@ -295,9 +293,9 @@ def test_a_replay_needs_distinct_tensors(tuning_env, replays):
     batches = [make_batch(4600 + i, lengths=[2] * 5, vocab=40) for i in range(4)]
     for b in batches[:2]:
         b.positions = b.seeds
-    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    kernel_setting(call_plan, "ENABLED", False)
     want = [kernels.rejection_sample(*b.args()) for b in batches]
-    tuning_env("SPECFUZZ_CALL_PLANS", "1")
+    kernel_setting(call_plan, "ENABLED", True)
     release_workspaces()
     for i, batch in enumerate(batches):
         assert_same_outputs(want[i], kernels.rejection_sample(*batch.args()), i)
@@ -324,16 +322,16 @@ def test_bad_values_after_a_replayed_layout(replays):
 @pytest.mark.parametrize("method,with_draft,lengths_on_host", [("token", True, False), ("block", True, True),
                                                                ("block", False, False)])
 def test_gpu_replay_plans_launch_directly_and_match_the_full_path(vocab, dtype, method, with_draft,
-                                                                  lengths_on_host, tuning_env, replays):
+                                                                  lengths_on_host, kernel_setting, replays):
     """On the GPU a replay plan's recorded launches call the compiled kernels directly (checked against
     Triton's specialisation under SPECFUZZ_FAST_LAUNCH_CHECK=1), and replayed calls with new values
     equal the full path bit for bit (dependent launches on where the device has them)."""
     runs, recorded = replays
     batches = [make_batch(4700 + i, lengths=[3, 0, 8, 5, 1, 8, 2, 4], vocab=vocab, dtype=dtype,
                           with_draft=with_draft, device="cuda") for i in range(6)]
-    tuning_env("SPECFUZZ_CALL_PLANS", "0")
+    kernel_setting(call_plan, "ENABLED", False)
     want = [_call(b, lengths_on_host, method=method, want_logprobs=True) for b in batches]
-    tuning_env("SPECFUZZ_CALL_PLANS", "1")
+    kernel_setting(call_plan, "ENABLED", True)
     release_workspaces()
     for i, batch in enumerate(batches):
         assert_same_outputs(want[i], _call(batch, lengths_on_host, method=method, want_logprobs=True), i)

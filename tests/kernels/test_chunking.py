@@ -64,12 +64,3 @@ def test_workspace_within_budget():
                 assert size <= budget
             assert size <= per_row * sum(k + 1 for k in lengths[start:end])
 
-
-def test_overlap_parts_cover_the_chunk():
-    from kernels.driver import overlap_parts
-
-    assert overlap_parts(3, 10, True) == [(3, 10)]  # too few requests to split
-    assert overlap_parts(0, 10, False) == [(0, 10)]
-    parts = overlap_parts(5, 517, True)
-    assert parts[0][0] == 5 and parts[-1][1] == 517 and len(parts) == 4
-    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:], strict=False))

@@ -58,7 +58,7 @@ def _bonus_chunk(seed: int, num_reqs: int):
     """A chunk of ``num_reqs`` requests without drafts (every race is a bonus race over V = 600),
     decided: ``(chunk, workspace, output ids, race block, race blocks)``."""
     batch = make_batch(seed, lengths=[0] * num_reqs, vocab=600, greedy_fraction=0.0, with_draft=False)
-    block = tuning.block_size()
+    block = tuning.BLOCK_V
     nvb = -(-600 // block)
     ws = Workspace.allocate(num_reqs, 0, num_reqs, nvb, nvb, DEVICE)
     out_ids = torch.full((num_reqs, 1), -7, dtype=torch.int64, device=DEVICE)

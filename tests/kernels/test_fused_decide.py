@@ -1,6 +1,6 @@
 """The small-batch launch (kernels/fused_decide.py) against the separate launches.
 
-Chunks of at most ``tuning.fuse_decide_max_reqs()`` requests run as one launch. Results must equal
+Chunks of at most ``tuning.FUSE_DECIDE_MAX_REQS`` requests run as one launch. Results must equal
 the separate launches bit for bit, or batch and chunk invariance would break wherever one batch is
 chunked into small and large chunks. Under the interpreter the programs run one after another in
 grid order, so these tests check the plumbing (roles, counters, stage order); on the GPU they also
@@ -14,6 +14,7 @@ import pytest
 
 import kernels
 import kernels.driver
+from kernels import tuning
 from tests.kernels._batches import (
     PATH_FAMILIES,
     PATH_SHAPES,
@@ -23,7 +24,7 @@ from tests.kernels._batches import (
     run_kernel,
 )
 
-FUSE = "SPECFUZZ_FUSE_DECIDE_MAX_REQS"
+FUSE = "FUSE_DECIDE_MAX_REQS"
 CASES = [(method, with_draft) for method in ("token", "block") for with_draft in (True, False)]
 SHAPES = PATH_SHAPES
 FAMILIES = PATH_FAMILIES
@@ -34,28 +35,27 @@ def _run(batch, method, **kwargs):
 
 
 @pytest.mark.parametrize("method,with_draft", CASES)
-def test_fused_equals_unfused_bit_for_bit(method, with_draft, tuning_env):
-    tuning_env("SPECFUZZ_PIPELINE", "0")  # the separate launches, not the pipelined one
+def test_fused_equals_unfused_bit_for_bit(method, with_draft, kernel_setting):
     for i, (vocab, dtype) in enumerate(SHAPES):
         for j, family in enumerate(FAMILIES):
             seed = 9100 + 10 * i + j
             print("seed", seed, vocab, dtype, family)
             batch = make_batch(seed, num_reqs=1 + seed % 4, max_k=6, vocab=vocab, dtype=dtype, family=family,
                                with_draft=with_draft, greedy_fraction=0.3)
-            tuning_env(FUSE, "0")
+            kernel_setting(tuning, FUSE, 0)
             unfused = _run(batch, method)
-            tuning_env(FUSE, "4")
+            kernel_setting(tuning, FUSE, 4)
             fused = _run(batch, method)
             assert_same_outputs(unfused, fused, (seed, method, with_draft, vocab, family))
 
 
 @pytest.mark.parametrize("method", ["token", "block"])
-def test_small_chunks_of_a_large_batch_match_it(method, tuning_env):
+def test_small_chunks_of_a_large_batch_match_it(method, kernel_setting):
     """A batch of 9 requests (unfused) against budgets that cut it into chunks of 1-4 (fused)."""
     vocab, dtype = SHAPES[0]
     batch = make_batch(9200, num_reqs=9, max_k=5, vocab=vocab, dtype=dtype, greedy_fraction=0.25)
     print("seed", batch.seed)
-    tuning_env(FUSE, "4")
+    kernel_setting(tuning, FUSE, 4)
     whole = _run(batch, method, max_chunk_bytes=None)
     for budget in (1, 5000, 20000):
         assert_same_outputs(whole, _run(batch, method, max_chunk_bytes=budget), (method, budget))
@@ -72,15 +72,14 @@ def _count_launches(monkeypatch):
 
 
 @pytest.mark.parametrize("method,with_draft", CASES)
-def test_small_chunks_are_one_launch(method, with_draft, tuning_env, monkeypatch):
+def test_small_chunks_are_one_launch(method, with_draft, kernel_setting, monkeypatch):
     calls = _count_launches(monkeypatch)
-    tuning_env("SPECFUZZ_PIPELINE", "0")  # 3 requests over the threshold of 2: the separate launches
     vocab, dtype = SHAPES[0]
     small = make_batch(9300, lengths=[3, 0, 2], vocab=vocab, dtype=dtype, with_draft=with_draft)
-    tuning_env(FUSE, "4")
+    kernel_setting(tuning, FUSE, 4)
     _run(small, method)
     assert calls == [], calls
-    tuning_env(FUSE, "2")
+    kernel_setting(tuning, FUSE, 2)
     _run(small, method)
     two_stage = method == "block" and with_draft
     expected = ["launch_row_stats", "launch_decide"] + (["launch_residual_mass", "launch_decide"] if two_stage
@@ -88,21 +87,20 @@ def test_small_chunks_are_one_launch(method, with_draft, tuning_env, monkeypatch
     assert calls == expected, calls
 
 
-def test_block_without_any_draft_row_takes_the_separate_launches(tuning_env, monkeypatch):
+def test_block_without_any_draft_row_takes_the_separate_launches(kernel_setting, monkeypatch):
     """Pass 2 has no programs when no request has a draft, so nothing would publish its stage."""
     calls = _count_launches(monkeypatch)
     vocab, dtype = SHAPES[0]
     batch = make_batch(9400, lengths=[0, 0], vocab=vocab, dtype=dtype, with_draft=True, greedy_fraction=0.0)
-    tuning_env(FUSE, "4")
-    tuning_env("SPECFUZZ_PIPELINE", "0")
+    kernel_setting(tuning, FUSE, 4)
     fused = _run(batch, "block")
     assert "launch_decide" in calls, calls
-    tuning_env(FUSE, "0")
+    kernel_setting(tuning, FUSE, 0)
     assert_same_outputs(_run(batch, "block"), fused, "no drafts")
 
 
 @pytest.mark.parametrize("lengths", [[0], [1], [16], [3, 0, 2], [20, 0], [0, 0, 0, 0]])
-def test_outputs_bound_before_the_check_have_the_checked_shape(lengths, tuning_env):
+def test_outputs_bound_before_the_check_have_the_checked_shape(lengths, kernel_setting):
     """Small one-chunk calls allocate and bind their outputs before the value check says how wide they
     are (views of storages sized for the widest allowed). The outputs must still be contiguous
     ``[R, max_k + 1]`` tensors equal to the separate launches' and to the host-lengths path's, whether
@@ -111,9 +109,9 @@ def test_outputs_bound_before_the_check_have_the_checked_shape(lengths, tuning_e
     batch = make_batch(9500 + sum(lengths), lengths=lengths, vocab=vocab, dtype=dtype, greedy_fraction=0.3)
     print("seed", batch.seed)
     width = max(lengths) + 1
-    tuning_env(FUSE, "0")
+    kernel_setting(tuning, FUSE, 0)
     separate = _run(batch, "token")
-    tuning_env(FUSE, "4")
+    kernel_setting(tuning, FUSE, 4)
     for kwargs in ({}, {"draft_lengths": lengths}):
         out = _run(batch, "token", **kwargs)
         assert_same_outputs(separate, out, (lengths, kwargs))
@@ -122,12 +120,11 @@ def test_outputs_bound_before_the_check_have_the_checked_shape(lengths, tuning_e
 
 
 @pytest.mark.parametrize("vocab,dtype", SHAPES)
-def test_block_with_single_drafts_runs_one_decide_stage(vocab, dtype, tuning_env, monkeypatch):
+def test_block_with_single_drafts_runs_one_decide_stage(vocab, dtype, kernel_setting, monkeypatch):
     """With at most one draft per request no ``Z`` enters any ``h`` (``h_1 = p_1``), so a block
     chunk with draft logits decides in one stage and launches no pass 2. Its requests match the same
     requests decided in two stages beside a longer draft, bit for bit."""
-    tuning_env(FUSE, "0")
-    tuning_env("SPECFUZZ_PIPELINE", "0")
+    kernel_setting(tuning, FUSE, 0)
     calls = _count_launches(monkeypatch)
     longer = make_batch(9500, lengths=[1, 1, 0, 1, 1, 3], vocab=vocab, dtype=dtype, with_draft=True,
                         greedy_fraction=0.2)

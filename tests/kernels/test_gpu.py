@@ -44,23 +44,8 @@ def test_coupled_large_vocab(vocab, dtype):
     assert tally.ties <= 0.05 * tally.requests
 
 
-def test_coupled_with_overlapped_parts(tuning_env):
-    """96 requests with SPECFUZZ_OVERLAP=1: the chunk is split into parts raced on a side stream."""
-    pytest.importorskip("reference.verify")
-    tuning_env("SPECFUZZ_OVERLAP", "1")
-    tally = Agreement()
-    for i, method in enumerate(("token", "block")):
-        batch = make_batch(500 + i, num_reqs=96, max_k=4, vocab=32000, dtype=torch.bfloat16, device="cuda")
-        out = run_kernel(batch, method, want_logprobs=True)
-        compare_to_reference(batch, method, out, reference_result(batch, method, True), tally)
-    print(f"overlap: requests {tally.requests} ties {tally.ties} mismatches {len(tally.mismatches)}")
-    assert not tally.mismatches, "\n".join(tally.mismatches)
-
-
-@pytest.mark.parametrize("overlap", ["0", "1"])
 @pytest.mark.parametrize("method", ["token", "block"])
-def test_chunked_equals_unchunked_large(method, overlap, tuning_env):
-    tuning_env("SPECFUZZ_OVERLAP", overlap)
+def test_chunked_equals_unchunked_large(method):
     batch = make_batch(99, num_reqs=64, max_k=16, vocab=128256, dtype=torch.bfloat16, device="cuda")
     whole = run_kernel(batch, method, want_logprobs=True, max_chunk_bytes=None)
     rng = np.random.default_rng(99)
@@ -116,26 +101,27 @@ def test_captured_graph_equals_direct_call_after_new_values(method):
 
 @pytest.mark.parametrize("table_delay_ns", [0, 50_000])
 @pytest.mark.parametrize("method,with_draft", [("token", True), ("block", True), ("block", False)])
-def test_dependent_launches_equal_plain_launches(method, with_draft, table_delay_ns, tuning_env):
+def test_dependent_launches_equal_plain_launches(method, with_draft, table_delay_ns, kernel_setting):
     """Programmatic dependent launches (kernels/dependent_launch.py) give the plain launches' outputs
     bit for bit. Batches alternate on one reused workspace, so a kernel that read a statistic
     before its wait would see the other batch's value. With ``table_delay_ns`` the row table holds
-    50 us before it writes (SPECFUZZ_TEST_TABLE_DELAY_NS), so pass 1, the kernel after it, runs
+    50 us before it writes (``dependent_launch.TEST_TABLE_DELAY_NS``), so pass 1, the kernel after it, runs
     inside that window: a pass 1 that read the table before its wait fails here (without the delay
     the table is done before pass 1 has loaded its first block)."""
-    from kernels import tuning
+    from kernels import dependent_launch
 
-    if not tuning.pdl_enabled(torch.device("cuda")):
+    enabled = dependent_launch.enabled
+    if not enabled(torch.device("cuda")):
         pytest.skip("no programmatic dependent launch on this device")
     shapes = [(64, 4, 151936, torch.bfloat16), (128, 8, 32000, torch.float32)]
     for num_reqs, k, vocab, dtype in shapes:
         pair = [make_batch(900 + i, lengths=[k] * num_reqs, vocab=vocab, dtype=dtype, family=family,
                            with_draft=with_draft, device="cuda")
                 for i, family in enumerate(("normal", "near"))]
-        tuning_env("SPECFUZZ_PDL", "0")
+        kernel_setting(dependent_launch, "enabled", lambda device: False)
         plain = [run_kernel(b, method, want_logprobs=True, draft_lengths=b.lengths) for b in pair]
-        tuning_env("SPECFUZZ_PDL", "1")
-        tuning_env("SPECFUZZ_TEST_TABLE_DELAY_NS", str(table_delay_ns))
+        kernel_setting(dependent_launch, "enabled", enabled)
+        kernel_setting(dependent_launch, "TEST_TABLE_DELAY_NS", table_delay_ns)
         for rnd in range(6):
             for b, expected in zip(pair, plain, strict=True):
                 out = run_kernel(b, method, want_logprobs=True, draft_lengths=b.lengths)

@@ -47,7 +47,7 @@ def test_greedy_argmax_is_the_lowest_index_of_the_largest_non_nan(dtype, num_req
     batch = make_batch(31, lengths=[0] * num_reqs, vocab=VOCAB, dtype=dtype, with_draft=False)
     batch.temperature.zero_()
     batch.target_logits.copy_(rows[:num_reqs].to(dtype))
-    print("block", tuning.block_size(), "dtype", dtype)
+    print("block", tuning.BLOCK_V, "dtype", dtype)
     ids, num, _ = run_kernel(batch, "token", want_logprobs=True)
     assert num.tolist() == [1] * num_reqs
     assert ids[:, 0].tolist() == want[:num_reqs]

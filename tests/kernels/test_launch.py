@@ -68,7 +68,7 @@ def test_interpreter_default_and_hooks_take_tritons_path(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     fast[(1,)](torch.zeros(2), 32, BLOCK=16, FLAG=True)
     monkeypatch.setattr(launch, "_hooks_set", lambda: False)
-    monkeypatch.setattr(launch, "ENABLED", False)  # SPECFUZZ_FAST_LAUNCH=0
+    monkeypatch.setattr(launch, "ENABLED", False)  # Triton's own launch path
     fast[(1,)](torch.zeros(2), 32, BLOCK=16, FLAG=True)
     assert len(jit.slow_calls) == 4 and fast.arg_names == FakeJit.arg_names
 

@@ -87,37 +87,15 @@ def test_a_variant_missing_a_field_is_caught(monkeypatch, dropped):
     assert _run_all(records)
 
 
-@pytest.mark.parametrize("cap", ["0", "64"])
-def test_race_register_cap_reaches_only_the_race_launch(monkeypatch, tuning_env, cap):
-    """``SPECFUZZ_RACE_MAXNREG`` is passed to the race kernel as Triton's ``maxnreg`` (0: not at all)
-    and to no other launch."""
-    from kernels.residual_sample import _race_blocks_kernel
-
-    tuning_env("SPECFUZZ_RACE_MAXNREG", cap)
-    tuning_env("SPECFUZZ_PIPELINE", "0")  # the separate launches (the pipelined one has its own cap)
-    records = _record_launches(monkeypatch)
-    args, lengths, budget, method = next(_layouts())
-    release_workspaces()
-    dev = args[0].device
-    width = max(lengths) + 1
-    driver.verify_into(torch.empty((len(lengths), width), dtype=torch.int64, device=dev),
-                       torch.empty(len(lengths), dtype=torch.int32, device=dev), None, *args,
-                       np.asarray(lengths), method=method, max_chunk_bytes=budget)
-    caps = {(kernel is _race_blocks_kernel, kwargs.get("maxnreg")) for kernel, _, kwargs, _ in records}
-    expected = {(False, None), (True, int(cap) or None)}
-    assert caps == expected, caps
-
-
-@pytest.mark.parametrize("prune", ["0", "1"])
-def test_a_pruned_race_launches_with_its_own_warps_and_cap(monkeypatch, tuning_env, prune):
+@pytest.mark.parametrize("prune", [False, True])
+def test_a_pruned_race_launches_with_its_own_warps_and_cap(monkeypatch, kernel_setting, prune):
     """A pruned race runs ``PRUNED_RACE_WARPS`` warps capped at ``PRUNED_RACE_MAXNREG`` registers (v22:
     32 lanes a thread), an unpruned one the race's own (8 warps, 64 registers). Launches are recorded,
     not run, so the GPU's 4096-lane race blocks can be asked for under the interpreter too."""
     from kernels.residual_sample import _race_blocks_kernel
 
-    tuning_env("SPECFUZZ_RACE_PRUNE", prune)
-    tuning_env("SPECFUZZ_PIPELINE", "0")
-    tuning_env("SPECFUZZ_RACE_BLOCK_V", "4096")
+    kernel_setting(tuning, "RACE_PRUNE_MIN_ENTRIES", 0 if prune else 1 << 62)
+    kernel_setting(tuning, "RACE_BLOCK_V", 4096)
     records = _record_launches(monkeypatch)
     lengths = [1, 2, 0, 3, 1]  # 5 requests x 64 blocks: no block halving (race_block_size)
     batch = make_batch(SEED, lengths=lengths, vocab=1 << 18, dtype=torch.bfloat16, with_draft=True)
@@ -127,29 +105,23 @@ def test_a_pruned_race_launches_with_its_own_warps_and_cap(monkeypatch, tuning_e
                        torch.empty(len(lengths), dtype=torch.int32, device=dev), None, *batch.args(),
                        np.asarray(lengths), method="token", max_chunk_bytes=None)
     races = [kwargs for kernel, _, kwargs, _ in records if kernel is _race_blocks_kernel]
-    pruned = prune == "1"
     assert [(k["BLOCK_V"], k["PRUNE"], k["num_warps"], k.get("maxnreg")) for k in races] == [
-        (4096, pruned, 4 if pruned else 8, 72 if pruned else 64)]
+        (4096, prune, 4 if prune else 8, 72 if prune else 64)]
 
 
-def test_pruning_is_decided_per_chunk(monkeypatch, tuning_env):
-    """``auto`` pruning counts the raced entries of each chunk, not of the whole batch: with the
-    threshold at 3 requests' worth, a batch of 5 requests chunked by a budget prunes only its chunks
-    of 3 or more requests. (The interpreter always prunes, so it is switched off here: launches are
-    recorded, not run.)"""
-    import kernels._device
+def test_pruning_is_decided_per_chunk(monkeypatch, kernel_setting):
+    """Pruning counts the raced entries of each chunk, not of the whole batch: with the threshold at
+    3 requests' worth, a batch of 5 requests chunked by a budget prunes only its chunks of 3 or more
+    requests. (Launches are recorded, not run.)"""
     from kernels.residual_sample import _race_blocks_kernel
 
-    tuning_env("SPECFUZZ_RACE_PRUNE", "auto")
-    tuning_env("SPECFUZZ_PIPELINE", "0")
-    tuning_env("SPECFUZZ_FUSE_DECIDE_MAX_REQS", "0")  # every chunk through the separate launches
+    kernel_setting(tuning, "FUSE_DECIDE_MAX_REQS", 0)  # every chunk through the separate launches
     vocab = 1000
-    monkeypatch.setattr(kernels._device, "INTERPRETING", False)
-    monkeypatch.setattr(tuning, "RACE_PRUNE_MIN_ENTRIES", 3 * vocab)
+    kernel_setting(tuning, "RACE_PRUNE_MIN_ENTRIES", 3 * vocab)
     records = _record_launches(monkeypatch)
     lengths = [1, 1, 1, 1, 1]
     batch = make_batch(SEED, lengths=lengths, vocab=vocab, dtype=torch.float32, with_draft=True)
-    geo = driver.geometry(vocab, len(lengths), 2, None, tuning.knobs())
+    geo = tuning.geometry(vocab, len(lengths), 2)
     row_bytes = driver.workspace_bytes_per_logit_row(geo.num_vblocks, geo.race_blocks)
     for budget, expected in ((None, [True]), (6 * row_bytes, [True, False]), (2 * row_bytes, [False] * 5)):
         records.clear()

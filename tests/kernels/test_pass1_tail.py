@@ -1,6 +1,6 @@
-"""Both ways pass 1 keeps a near-one-hot block's tail (``tuning.pass1_pair_tail``) are coupled to the
-oracle: the default branch and ``SPECFUZZ_PASS1_TAIL=pair`` (the v6 code), on random families and on
-the crafted cases whose residual lives on a shared near-one-hot mode."""
+"""Pass 1 keeps a near-one-hot block's tail (the sum without its max's 1, in a branch taken when the
+block sum is below 2: kernels/row_stats.py): coupled to the oracle on random families and on the
+crafted cases whose residual lives on a shared near-one-hot mode."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from harness.adapters.triton_kernels import kernel
 from harness.profiles import PROFILES
 from harness.properties.base import RunContext
 from harness.runner import run_case
-from kernels import tuning
 from kernels._device import default_device
 from tests.kernels import _batches
 
@@ -24,12 +23,9 @@ CRAFTED = [crafted.shared_mode_case, crafted.ulp_mode_case, crafted.deep_tail_ca
 
 
 @pytest.mark.interpreter
-@pytest.mark.parametrize("tail", tuning.PASS1_TAILS)
-def test_pass1_tail_variants_are_coupled(tail, tuning_env):
-    tuning_env("SPECFUZZ_PASS1_TAIL", tail)
-    assert tuning.pass1_pair_tail() == (tail == "pair")
+def test_pass1_tails_are_coupled():
     seed = 20261201
-    print(f"seed {seed}, SPECFUZZ_PASS1_TAIL={tail}")
+    print(f"seed {seed}")
     rng = np.random.default_rng(seed)
     tally = _batches.Agreement()
     for i, family in enumerate(_batches.FAMILIES):
@@ -47,7 +43,3 @@ def test_pass1_tail_variants_are_coupled(tail, tuning_env):
         for _, check in run_case(kernel, make_case(), ctx, ["coupled_exactness"]):
             assert not check.skipped and not check.findings, (make_case.__name__, check.findings[:1])
 
-
-def test_unknown_pass1_tail_is_refused(tuning_env):
-    with pytest.raises(ValueError, match="SPECFUZZ_PASS1_TAIL"):
-        tuning_env("SPECFUZZ_PASS1_TAIL", "pairs")

@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 import torch
 
-from kernels import chunking
+from kernels import chunking, tuning
 from kernels._device import INTERPRETING
 from kernels.residual_sample import PRUNE_MARGIN, PRUNE_RELATIVE
 from tests.kernels._batches import DEVICE, FAMILIES, assert_same_outputs, make_batch, run_kernel
 
-PRUNE = "SPECFUZZ_RACE_PRUNE"
+PRUNE = "RACE_PRUNE_MIN_ENTRIES"  # 0: every race prunes; NEVER: none does
+NEVER = 1 << 62
 CASES = [(method, with_draft) for method in ("token", "block") for with_draft in (True, False)]
 # (vocab, dtype, requests): more than 4 requests, so the chunk runs the separate launches (the
 # small-batch launch never prunes); the interpreter's race blocks are 256 wide, the GPU's 4096.
@@ -28,25 +29,23 @@ SHAPES = ([(1000, torch.float32, 6), (2000, torch.bfloat16, 5)] if INTERPRETING 
           else [(32000, torch.bfloat16, 64), (262144, torch.bfloat16, 24), (151936, torch.float32, 16)])
 
 
-def _pair(batch, method, tuning_env):
-    tuning_env(PRUNE, "0")
+def _pair(batch, method, kernel_setting):
+    kernel_setting(tuning, PRUNE, NEVER)
     plain = run_kernel(batch, method, want_logprobs=True)
-    tuning_env(PRUNE, "1")
-    chunking.release_workspaces()
+    kernel_setting(tuning, PRUNE, 0)
     pruned = run_kernel(batch, method, want_logprobs=True)
     return plain, pruned
 
 
 @pytest.mark.parametrize("method,with_draft", CASES)
-def test_pruned_race_equals_unpruned_bit_for_bit(method, with_draft, tuning_env):
-    tuning_env("SPECFUZZ_PIPELINE", "0")
+def test_pruned_race_equals_unpruned_bit_for_bit(method, with_draft, kernel_setting):
     for i, (vocab, dtype, num_reqs) in enumerate(SHAPES):
         for j, family in enumerate(FAMILIES):
             seed = 9700 + 10 * i + j
             print("seed", seed, vocab, dtype, family)
             batch = make_batch(seed, num_reqs=num_reqs, max_k=4, vocab=vocab, dtype=dtype, family=family,
                                with_draft=with_draft, greedy_fraction=0.2)
-            plain, pruned = _pair(batch, method, tuning_env)
+            plain, pruned = _pair(batch, method, kernel_setting)
             assert_same_outputs(plain, pruned, (seed, method, with_draft, vocab, family))
 
 
@@ -63,11 +62,11 @@ def _raced_blocks(ws, num_reqs: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("method,with_draft", [("token", True), ("token", False), ("block", True)])
-def test_pruned_race_races_about_one_block_per_request(method, with_draft, tuning_env):
+def test_pruned_race_races_about_one_block_per_request(method, with_draft, kernel_setting):
     """Sampled requests of every family race few blocks exactly; none races zero (the winner's block
     is always a candidate), and no request races every block."""
     vocab, dtype, num_reqs = SHAPES[0]
-    tuning_env(PRUNE, "1")
+    kernel_setting(tuning, PRUNE, 0)
     raced = []
     for j, family in enumerate(FAMILIES):
         batch = make_batch(9800 + j, num_reqs=num_reqs, max_k=3, vocab=vocab, dtype=dtype, family=family,

@@ -25,13 +25,12 @@ import numpy as np
 import pytest
 import torch
 
-from kernels import tuning
 from kernels.chunking import Workspace
 from kernels.decide import launch_decide
 from kernels.driver import ChunkTensors
-from kernels.geometry import geometry
 from kernels.residual_mass import launch_residual_mass
 from kernels.row_stats import launch_row_stats
+from kernels.tuning import geometry
 from reference import probs
 from reference import rng as reference_rng
 from tests.kernels._batches import DEVICE, INTERPRETING, make_batch
@@ -48,7 +47,7 @@ else:
 def kernel_masses(batch):
     """``(log p_i, Z_{i+1})`` per draft slot from pass 1, COMBINE and pass 2 (float64 arrays)."""
     num_reqs, vocab = len(batch.lengths), batch.target_logits.shape[1]
-    geo = geometry(vocab, num_reqs, max(batch.lengths) + 1, None, tuning.knobs())
+    geo = geometry(vocab, num_reqs, max(batch.lengths) + 1)
     num_drafts = batch.draft_token_ids.shape[0]
     ws = Workspace.allocate(batch.target_logits.shape[0], num_drafts, num_reqs, geo.num_vblocks,
                             geo.race_blocks, DEVICE)
