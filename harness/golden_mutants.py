@@ -3,7 +3,7 @@
 For each mutant, ``harness.mutate.make_copy`` writes a mutated copy of ``kernels/`` to a temporary
 directory and a child process (``harness.mutate.run_child``: the copy first on ``sys.path``, and a
 refusal to run if ``kernels`` came from anywhere else) runs ``python -m harness diff --against FILE
---kernel SPEC --json OUT`` under the mutant's ``env`` knobs. The real tree is never touched. Argued-
+--kernel SPEC --json OUT``. The real tree is never touched. Argued-
 equivalent mutants are run too: their diff should come out identical.
 
 ``MutantDiff.outcome``: ``reported`` when the diff exited 1 (a new answer wrong) or 3 (changed,
@@ -69,7 +69,7 @@ def diff_mutant(
             + (["--device", device] if device else [])
             + (["--fail-fast"] if fail_fast else [])
         )
-        code, text, seconds = run_child(root, args, dict(mutant.env), timeout_s)
+        code, text, seconds = run_child(root, args, None, timeout_s)
         if code is None:
             return MutantDiff(mutant.name, None, seconds=seconds)
         report = json.loads(out.read_text()) if out.is_file() else {}

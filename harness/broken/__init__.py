@@ -43,7 +43,7 @@ CATALOGUE: tuple[BrokenKernel, ...] = (
     BrokenKernel(
         "residual_from_target",
         "BUGS 3: residual resampled from the target, not (b - q)_+",
-        ("conditional_law", "marginal_law"),
+        ("law_consequences", "conditional_law", "marginal_law"),
     ),
     BrokenKernel(
         "residual_subtracts_draft_token_only",
@@ -54,7 +54,7 @@ CATALOGUE: tuple[BrokenKernel, ...] = (
     BrokenKernel(
         "block_breaks_at_first_failure",
         "BUGS 5 / SPEC 2 trap: block scan stops at a failure",
-        ("conditional_law",),
+        ("law_consequences", "conditional_law"),
     ),
     BrokenKernel(
         "block_clips_only_at_end",
@@ -64,7 +64,7 @@ CATALOGUE: tuple[BrokenKernel, ...] = (
     BrokenKernel(
         "block_uses_token_residual",
         "BUGS 7 / SPEC 2 trap: (b - q)_+ after a block rejection",
-        ("conditional_law",),
+        ("law_consequences", "conditional_law"),
     ),
     BrokenKernel(
         "inclusive_compare_coarse_uniform",
@@ -84,7 +84,7 @@ CATALOGUE: tuple[BrokenKernel, ...] = (
     BrokenKernel(
         "greedy_last_index_tie",
         "BUGS 12: greedy argmax ties go to the last index",
-        ("conditional_law", "structural"),
+        ("law_consequences", "conditional_law", "structural"),
     ),
     BrokenKernel(
         "tiny_temperature_overflow",
@@ -114,7 +114,7 @@ CATALOGUE: tuple[BrokenKernel, ...] = (
         "draft_temperature_ignored",
         "BUGS 19: draft rows not temperature-scaled (q differs from "
         "the distribution drafts were sampled from)",
-        ("conditional_law", "marginal_law", "equal_models_accept_all"),
+        ("law_consequences", "conditional_law", "marginal_law", "equal_models_accept_all"),
     ),
     BrokenKernel(
         "randomness_keyed_by_chunk",
@@ -136,11 +136,15 @@ CATALOGUE: tuple[BrokenKernel, ...] = (
         ("conditional_law",),
     ),
     BrokenKernel(
-        "segfault_on_large_batch", "own: SIGSEGV on batches with V > 40 and >= 2 requests", ("structural",),
+        "segfault_on_large_batch",
+        "own: SIGSEGV on batches with V > 40 and >= 2 requests",
+        ("structural",),
         fault="crash",
     ),
     BrokenKernel(
-        "exits_on_large_batch", "own: os._exit(3) on batches with V > 40 and >= 2 requests", ("structural",),
+        "exits_on_large_batch",
+        "own: os._exit(3) on batches with V > 40 and >= 2 requests",
+        ("structural",),
         fault="crash",
     ),
     BrokenKernel(

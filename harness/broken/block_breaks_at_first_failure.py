@@ -1,6 +1,6 @@
 """BUGS.md class 5 / SPEC.md section 2 trap (vllm-ascend#11985 review): block verification stops at
-the first ``eta_i > h_i`` instead of taking the LAST slot that passes. Expected catcher:
-``conditional_law`` (block)."""
+the first ``eta_i > h_i`` instead of taking the LAST slot that passes. Expected catchers:
+``law_consequences``, ``conditional_law`` (block)."""
 
 import torch
 

@@ -1,6 +1,7 @@
 """BUGS.md class 19 (transformers#32867, #47932): the draft distribution the verifier uses differs
 from the one the drafts were sampled from: here the draft logits are not divided by the temperature.
-Invisible at T = 1. Expected catchers: ``conditional_law`` (T = 0.8), ``marginal_law``."""
+Invisible at T = 1. Expected catchers:
+``law_consequences``, ``conditional_law`` (T = 0.8), ``marginal_law``."""
 
 import torch
 

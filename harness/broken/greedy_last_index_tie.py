@@ -1,5 +1,6 @@
 """BUGS.md class 12 (lattice#280, vllm-metal#524): greedy argmax ties go to the LAST maximal index
-instead of the lowest. Expected catchers: ``conditional_law`` (``greedy_ties`` request: certain
+instead of the lowest. Expected catchers:
+``law_consequences``, ``conditional_law`` (``greedy_ties`` request: certain
 failure), ``structural``/greedy identities on tie families."""
 
 import torch

@@ -1,6 +1,7 @@
 """BUGS.md class 3: after a rejection the correction is resampled from the target row ``b`` instead
 of the residual ``(b - q)_+`` (token) or ``(p b - q)_+`` (block). The output is then biased towards
-the draft's tokens. Expected catchers: ``conditional_law``, ``marginal_law``."""
+the draft's tokens. Expected catchers:
+``law_consequences``, ``conditional_law``, ``marginal_law``."""
 
 from harness.implementations.torch_eager import TorchEagerKernel
 
