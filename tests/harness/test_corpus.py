@@ -176,23 +176,13 @@ def test_corpus_replays_clean_on_our_kernels(path):
 def test_replay_reports_a_known_defect_of_that_kernel_only(tmp_path):
     """An entry classified as an outside kernel's defect: KNOWN (exit 0) on that kernel when it
     fails, an ordinary failure (exit 1) on any other kernel that fails it."""
-    import json
-    import subprocess
-    import sys
-
-    from harness.broken import CATALOGUE  # noqa: F401  (the broken kernels below are importable)
-
     source = next(p for p in corpus_files() if p.name == "degenerate-target-zero-point-mass-token.json")
     data = json.loads(source.read_text())
     data["known_defects"] = {"broken.accept_all": "docs/findings/example.md#1"}
     path = tmp_path / "entry.json"
     path.write_text(json.dumps(data))
-    run = lambda spec: subprocess.run(
-        [sys.executable, "-m", "harness", "replay", str(path), "--kernel", spec, "--in-process"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    args = [sys.executable, "-m", "harness", "replay", str(path), "--in-process", "--kernel"]
+    run = lambda spec: subprocess.run(args + [spec], cwd=REPO, capture_output=True, text=True, timeout=300)
     known = run("harness.broken.accept_all:kernel")
     assert known.returncode == 0 and "KNOWN   " in known.stdout and "1 known defects" in known.stdout, (
         known.stdout
