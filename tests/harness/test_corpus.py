@@ -92,27 +92,20 @@ def test_saved_failure_is_idempotent_and_replayable(tmp_path):
     assert not replay_entry(a, ReferenceKernel(), ctx).failed
 
 
+def _replay_cli(path, spec: str, *extra: str) -> subprocess.CompletedProcess:
+    """``python -m harness replay PATH --seed 0 --kernel SPEC [EXTRA...]`` from the repository root."""
+    args = [sys.executable, "-m", "harness", "replay", str(path), "--seed", "0", "--kernel", spec, *extra]
+    return subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
 def test_replay_cli_fails_on_a_broken_kernel(tmp_path):
     entry = next(e for e in degenerate_seeds() if e.name == "degenerate-k0-all-requests")
     entry.case.draft_lens = [2, 0, 1]
     entry.case.temperatures = [1.0, 0.0, 1.0]
     path = write_entry(entry, tmp_path)
-    args = [sys.executable, "-m", "harness", "replay", str(path), "--seed", "0"]
-    broken = subprocess.run(
-        args + ["--kernel", "tests.harness.test_fuzz:PaddingDriftKernel"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    broken = _replay_cli(path, "tests.harness.test_fuzz:PaddingDriftKernel")
     assert broken.returncode == 1 and "FAIL" in broken.stdout, broken.stdout + broken.stderr
-    good = subprocess.run(
-        args + ["--kernel", "harness.adapters.reference_kernel:kernel"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    good = _replay_cli(path, "harness.adapters.reference_kernel:kernel")
     assert good.returncode == 0, good.stdout + good.stderr
 
 
@@ -125,22 +118,9 @@ def test_replay_cli_reports_the_ledger_mark(tmp_path):
     entry.known_failure = "test: a mark on an entry that passes"
     path = write_entry(entry, tmp_path)
     assert load_entry(path).known_failure == entry.known_failure
-    args = [sys.executable, "-m", "harness", "replay", str(path), "--seed", "0"]
-    broken = subprocess.run(
-        args + ["--kernel", "tests.harness.test_fuzz:PaddingDriftKernel"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    broken = _replay_cli(path, "tests.harness.test_fuzz:PaddingDriftKernel")
     assert broken.returncode == 1 and "(known failure: test: a mark" in broken.stdout, broken.stdout
-    good = subprocess.run(
-        args + ["--kernel", "harness.adapters.reference_kernel:kernel"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    good = _replay_cli(path, "harness.adapters.reference_kernel:kernel")
     assert good.returncode == 0 and "marked known_failure: remove the mark" in good.stdout, good.stdout
 
 
@@ -181,11 +161,9 @@ def test_replay_reports_a_known_defect_of_that_kernel_only(tmp_path):
     data["known_defects"] = {"broken.accept_all": "docs/findings/example.md#1"}
     path = tmp_path / "entry.json"
     path.write_text(json.dumps(data))
-    args = [sys.executable, "-m", "harness", "replay", str(path), "--in-process", "--kernel"]
-    run = lambda spec: subprocess.run(args + [spec], cwd=REPO, capture_output=True, text=True, timeout=300)
-    known = run("harness.broken.accept_all:kernel")
+    known = _replay_cli(path, "harness.broken.accept_all:kernel", "--in-process")
     assert known.returncode == 0 and "KNOWN   " in known.stdout and "1 known defects" in known.stdout, (
         known.stdout
     )
-    other = run("harness.broken.padding_zero:kernel")
+    other = _replay_cli(path, "harness.broken.padding_zero:kernel", "--in-process")
     assert other.returncode == 1 and "KNOWN" not in other.stdout, other.stdout
