@@ -8,7 +8,7 @@
 - ``--kernel SPEC`` (``package.module:attr``) names the kernel under test for the kernel-agnostic
   property tests, ``--device cpu|cuda`` the device its tensors live on; fixtures ``kernel_spec``,
   ``kernel_under_test``, ``test_device`` and ``run_context`` hand them to tests. The kernel's calls
-  run in a supervised worker (harness/supervisor.py: a crash or hang fails the one test with a
+  run in a supervised worker (harness/execution/supervisor.py: a crash or hang fails the one test with a
   ``crash`` / ``hang`` finding, and the session goes on); ``--in-process`` turns that off,
   ``--time-limit SECONDS`` sets the per-call limit.
 - Under ``pytest -n N`` on a GPU machine, each xdist worker is pinned to one GPU
@@ -90,16 +90,16 @@ def kernel_spec(request) -> str:
 
 
 def _profile(config):
+    from harness.execution.supervisor import profile_with_limits
     from harness.profiles import PROFILES
-    from harness.supervisor import profile_with_limits
 
     return profile_with_limits(PROFILES[active_profile_name()], config.option)
 
 
 @pytest.fixture(scope="session")
 def kernel_under_test(kernel_spec, request):
+    from harness.execution.supervisor import close, supervise
     from harness.plugins import PluginError, load_kernel
-    from harness.supervisor import close, supervise
 
     try:
         kernel = load_kernel(kernel_spec)

@@ -3,7 +3,7 @@
     python bench/supervision_overhead.py [--kernel SPEC] [--device cpu|cuda] [--profile ci|gpu]
                                          [--cases 40] [--repeat 30] [--seed 0]
 
-Two tables, each timed in this process and through ``harness.supervisor`` (one worker, started and
+Two tables, each timed in this process and through ``harness.execution.supervisor`` (one worker, started and
 warmed up before timing, as in a run):
 
 1. per call: the median of ``--repeat`` ``verify`` calls on fixed batch shapes, and the bytes that
@@ -32,13 +32,13 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import kernels._device  # noqa: E402,F401  (before triton)
-from harness.cases import Case, build_batch  # noqa: E402
+from harness.execution.supervisor import close, supervise  # noqa: E402
+from harness.execution.transport import Packer  # noqa: E402
+from harness.generation.cases import Case, build_batch  # noqa: E402
 from harness.plugins import load_kernel  # noqa: E402
 from harness.profiles import PROFILES  # noqa: E402
 from harness.properties.base import RunContext  # noqa: E402
 from harness.properties.structural import Structural  # noqa: E402
-from harness.supervisor import close, supervise  # noqa: E402
-from harness.transport import Packer  # noqa: E402
 
 SHAPES = {  # (V, requests, drafts each, dtype)
     "cpu": [(300, 4, 4, "float32"), (4096, 8, 4, "float32"), (32000, 8, 4, "float32")],

@@ -12,7 +12,7 @@ and the seconds it took; a broken kernel nobody catches is listed as ``NOT CAUGH
 full check of each correct kernel (default: torch_eager and our Triton kernels) with seeds 0..N-1 and
 counts false alarms (any failing property). Exit status 1 if a broken kernel escapes or a correct
 kernel fails. Runs in one process so imports are paid once; kernel calls run in a supervised worker
-per kernel (harness/supervisor.py), so the entries that segfault, exit or hang are caught as
+per kernel (harness/execution/supervisor.py), so the entries that segfault, exit or hang are caught as
 ``crash`` / ``hang`` findings (an entry whose finding is of another class counts as escaped), and
 entries whose fault needs another device (``cuda_oob_store`` on the CPU) are listed as skipped.
 """
@@ -30,11 +30,11 @@ import torch  # noqa: E402
 
 import kernels._device  # noqa: E402,F401  (selects TRITON_INTERPRET before triton is imported)
 from harness.broken import CATALOGUE  # noqa: E402
+from harness.execution.supervisor import add_supervision_args, close, profile_with_limits, supervise  # noqa: E402
 from harness.plugins import load_kernel  # noqa: E402
 from harness.profiles import PROFILES  # noqa: E402
 from harness.properties.base import ERROR, FAIL, NOT_CLAIMED, SKIPPED, RunContext  # noqa: E402
 from harness.runner import run_properties, select_properties  # noqa: E402
-from harness.supervisor import add_supervision_args, close, profile_with_limits, supervise  # noqa: E402
 
 CORRECT = ("harness.implementations.torch_eager:kernel", "harness.adapters.triton_kernels:kernel")
 # Teeth, not speed, are measured: on a loaded machine the statistical layer's time projection would

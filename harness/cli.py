@@ -4,7 +4,7 @@
 [--only NAME...] [--fail-fast] [--strict] [--time-limit S] [--in-process]`` runs every registered
 property the kernel claims and exits 0 when all claimed properties hold, 1 when any fails (with
 ``--strict``: or a claimed one was skipped; a kernel that crashes, exits or hangs its supervised worker
-fails: harness/supervisor.py), 2 on a usage or harness error. Its last line says how many properties
+fails: harness/execution/supervisor.py), 2 on a usage or harness error. Its last line says how many properties
 ran, which were skipped and why, and which the kernel does not claim. Other subcommands (fuzz, merge,
 replay, mutate, calibrate, record, diff) come from modules that define ``add_cli(subparsers)``; each
 sets ``func`` on its parser to a callable taking the parsed arguments and returning an exit code.
@@ -26,12 +26,12 @@ import kernels._device  # noqa: F401  (chooses compiled Triton or the interprete
 
 USAGE_ERROR = 2
 SUBCOMMAND_MODULES = (
-    "harness.fuzz",
-    "harness.merge",
-    "harness.corpus",
-    "harness.mutate",
-    "harness.calibrate",
-    "harness.golden_cli",
+    "harness.campaigns.fuzz",
+    "harness.campaigns.merge",
+    "harness.campaigns.corpus",
+    "harness.mutation.mutate",
+    "harness.campaigns.calibrate",
+    "harness.golden.commands",
 )
 CI_DEFAULT_SEED = 0
 
@@ -43,9 +43,9 @@ def _default_device() -> str:
 
 
 def add_check_cli(subparsers) -> None:
+    from harness.execution.supervisor import add_supervision_args
     from harness.plugins import DEFAULT_KERNEL_SPEC
     from harness.profiles import PROFILES
-    from harness.supervisor import add_supervision_args
 
     p = subparsers.add_parser("check", help="run every claimed property against a kernel once")
     p.add_argument(
@@ -90,10 +90,11 @@ def run_check(args: argparse.Namespace) -> int:
     import torch
 
     from harness.contract import capabilities_of, domain_of
+    from harness.execution.supervisor import close, profile_with_limits, supervise
     from harness.plugins import PluginError, load_kernel
     from harness.profiles import PROFILES, active_profile_name
     from harness.properties.base import ERROR, PropertyResult, RunContext
-    from harness.report import build_report, family_wise_alpha, summary_table, write_report
+    from harness.reporting.report import build_report, family_wise_alpha, summary_table, write_report
     from harness.runner import (
         Interrupted,
         UnknownProperty,
@@ -105,7 +106,6 @@ def run_check(args: argparse.Namespace) -> int:
         strict_exit_code,
         verdict_line,
     )
-    from harness.supervisor import close, profile_with_limits, supervise
 
     say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
     # Degenerate rows make the interpreter and the oracle compute inf/NaN on purpose:

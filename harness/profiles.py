@@ -31,7 +31,7 @@ class Profile:
     # Cap on num_logits * V of one drawn batch: the host builds it in float64 and the oracle replays
     # it, so a 256-request batch at V = 262144 must not be drawn whole.
     max_logit_elements: int = 1 << 21
-    # Supervised kernel calls (harness/supervisor.py): a call that has not returned after this many
+    # Supervised kernel calls (harness/execution/supervisor.py): a call that has not returned after this many
     # seconds is a ``hang`` finding (``--time-limit`` on the command line overrides it). The first call
     # of a run may take the larger of the two limits (Triton compiles, CUDA context creation).
     call_time_limit_s: float = 120.0

@@ -6,7 +6,7 @@
   is recorded as ``error`` and the run goes on; a kernel exception inside a case
   is already a failure of that case (harness/properties/case_property.py).
 - Device faults: when a kernel corrupts the CUDA context (``ctx.extra["device_fault"]`` is set,
-  harness/kernel_calls.py), nothing more can run in this process. The remaining properties are run
+  harness/execution/kernel_calls.py), nothing more can run in this process. The remaining properties are run
   in a fresh ``python -m harness check`` subprocess with the same kernel, profile, seed and device,
   and its results are folded in. If that is impossible (``allow_subprocess=False``, or the child
   fails), the remaining properties are marked ``error`` with the reason.
@@ -14,7 +14,7 @@
   ``Interrupted``. The property it stops is recorded as ``error`` ("interrupted"), the remaining ones
   are not run, and the caller still prints the summary and writes the report, so the failures found
   before the limit (already shrunk, with their cases) are kept.
-- Supervised kernels (harness/supervisor.py): a ``KernelFault`` that escapes a property that is not
+- Supervised kernels (harness/execution/supervisor.py): a ``KernelFault`` that escapes a property that is not
   case by case (the statistical layer calls the kernel on batches of its own) fails that property
   with a ``crash`` / ``hang`` finding on the exact batch of the call (``fault_result``); its repro
   runs that batch through ``structural`` in the foreground. The next property gets a fresh worker.
@@ -35,9 +35,9 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness.cases import Case, case_from_batch
 from harness.contract import VerifyBatch
-from harness.kernel_calls import KernelFault
+from harness.execution.kernel_calls import KernelFault
+from harness.generation.cases import Case, case_from_batch
 from harness.properties import IMPORT_ERRORS, REGISTRY
 from harness.properties.base import (
     ERROR,

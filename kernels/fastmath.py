@@ -4,7 +4,7 @@ Compiled, ``fast_log2`` is the hardware approximation ``lg2.approx.ftz.f32`` (on
 absolute error about 2^-22 in log2 units; inputs below 2^-126 flush to zero) where Triton's ``tl.log``
 and ``tl.log2`` expand to some 40 instructions. ``tl.exp2`` already compiles to ``ex2.approx.ftz``.
 Under the CPU interpreter both are NumPy's float32 functions. Race scores differ from the reference
-by far less than the harness's race tolerance (``harness.decision_compare``: 1e-4 and up).
+by far less than the harness's race tolerance (``harness.judging.decision_compare``: 1e-4 and up).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from harness.contract import LOGIT_DTYPES, Capabilities, VerifyBatch, VerifyOutput
-from harness.oracle import reference_draws, run_reference
+from harness.judging.oracle import reference_draws, run_reference
 from harness.wellformed import check_well_formed
 
 

@@ -8,7 +8,7 @@ the cheapest); ``bug`` names the BUGS.md class or SPEC.md trap it reproduces.
 
 Entries with a ``fault`` (``crash`` or ``hang``) wrap the oracle instead (harness/broken/faulting.py):
 they kill, exit or hang the process that calls them, so they are only ever run supervised
-(harness/supervisor.py), and ``devices`` says where the fault happens at all.
+(harness/execution/supervisor.py), and ``devices`` says where the fault happens at all.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ CATALOGUE: tuple[BrokenKernel, ...] = (
         fault="crash",
         devices=("cuda",),
     ),
-    # Issue 33: one per relation of harness/consequences.py, each caught without coupling.
+    # Issue 33: one per relation of harness/judging/consequences.py, each caught without coupling.
     BrokenKernel(
         "logprobs_ignore_temperature",
         "own (logprob value): sampled rows' logprobs from raw logits",

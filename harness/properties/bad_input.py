@@ -1,7 +1,8 @@
 """Layer 5: bad input gets a clear error, or the documented outcome; never an out-of-range id or write.
 
 - ``bad_input_errors`` (claimed with ``raises_on_bad_input``): every malformation of
-  harness/malformations.py must raise ``ValueError`` or ``TypeError``. Accepting it, or failing with
+  harness/generation/malformations.py must raise ``ValueError`` or ``TypeError``. Accepting it, or failing
+  with
   some other exception (an ``IndexError`` from deep inside, a CUDA error), is a failure.
 - ``bad_input_after_good_call`` (same claim): a well-formed batch is verified, then EVERY malformation
   of that batch's layout, each judged as above. A kernel that keeps per-layout state (a call plan, a
@@ -21,15 +22,21 @@ from dataclasses import replace
 
 from hypothesis import strategies as st
 
-from harness.cases import Case, build_batch
 from harness.contract import capabilities_of
-from harness.guard_bands import guarded_batch
-from harness.kernel_calls import KernelRaised, call_verify
-from harness.malformations import DEGENERATIONS, MALFORMATIONS, MINUS_ONE_PADDING, NEEDS_DRAFTS, as_case
-from harness.output_checks import contract_violations, guard_violations, value_violations
+from harness.execution.guard_bands import guarded_batch
+from harness.execution.kernel_calls import KernelRaised, call_verify
+from harness.generation.cases import Case, build_batch
+from harness.generation.malformations import (
+    DEGENERATIONS,
+    MALFORMATIONS,
+    MINUS_ONE_PADDING,
+    NEEDS_DRAFTS,
+    as_case,
+)
+from harness.generation.strategies import CaseSpace, cases
+from harness.judging.output_checks import contract_violations, guard_violations, value_violations
 from harness.properties.base import Finding, RunContext, register
 from harness.properties.case_property import CaseCheck, CaseProperty, findings_from
-from harness.strategies import CaseSpace, cases
 
 CLEAR_ERRORS = (ValueError, TypeError)
 

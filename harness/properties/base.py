@@ -70,7 +70,7 @@ class Finding:
     cls: str  # failure class, e.g. "id_out_of_range", "coupled_mismatch", "law_rejected"
     first_field: str  # first differing output field, e.g. "output_token_ids[3,1]"
     message: str
-    case: dict = field(default_factory=dict)  # self-contained case description (harness/cases.py)
+    case: dict = field(default_factory=dict)  # self-contained case description (harness/generation/cases.py)
     evidence: dict = field(default_factory=dict)
     repro: str = ""
 

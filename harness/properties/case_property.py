@@ -10,7 +10,8 @@ only the best failing case seen so far keeps failing, so Hypothesis stops.
 Kernel faults are findings, not crashes: ``KernelRaised`` fails the case with the error text;
 ``DeviceFault`` also stops the property at once (nothing more can run in this process) and sets
 ``ctx.extra["device_fault"]`` for the runner. ``KernelFault`` (a supervised call crashed or hung its
-worker, harness/supervisor.py) fails the case with a ``crash`` or ``hang`` finding whose ``repro`` runs
+worker, harness/execution/supervisor.py) fails the case with a ``crash`` or ``hang`` finding whose ``repro``
+runs
 that one case in the foreground (``replay --case ... --in-process``, for a debugger); the next call
 gets a fresh worker, so the search and its shrinking go on.
 """
@@ -26,10 +27,11 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
-from harness.cases import Case
 from harness.contract import capabilities_of
-from harness.kernel_calls import DeviceFault, KernelFault, KernelRaised
-from harness.output_checks import Violation
+from harness.execution.kernel_calls import DeviceFault, KernelFault, KernelRaised
+from harness.generation.cases import Case
+from harness.generation.strategies import CaseSpace, cases, coverage_of, in_temperature_domain
+from harness.judging.output_checks import Violation
 from harness.properties.base import (
     ERROR,
     FAIL,
@@ -40,7 +42,6 @@ from harness.properties.base import (
     PropertyResult,
     RunContext,
 )
-from harness.strategies import CaseSpace, cases, coverage_of, in_temperature_domain
 
 
 @dataclass

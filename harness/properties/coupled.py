@@ -5,7 +5,7 @@ shapes and lie strictly inside (0, 1) (a ``u == 0`` accepts zero-probability dra
 then ``reference.verify.verify_batch`` replays the batch with exactly those uniforms and every
 request must match the kernel's output (and logprobs, when asked for and claimed). A disagreement
 whose deciding margin is within float32 tolerance is a tie: counted, reported, not a failure
-(harness/decision_compare.py). Catches wrong rules, wrong rows, reused or correlated uniforms that
+(harness/judging/decision_compare.py). Catches wrong rules, wrong rows, reused or correlated uniforms that
 the kernel reports honestly, and everything structural that changes a decision.
 """
 
@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.cases import Case, build_batch
 from harness.contract import capabilities_of, has_random_draws
-from harness.crafted import crafted_cases
-from harness.decision_compare import compare_decisions, uniform_problems
-from harness.kernel_calls import call_random_draws, call_verify
-from harness.oracle import reference_draws, run_reference, to_numpy
-from harness.output_checks import contract_violations
+from harness.execution.kernel_calls import call_random_draws, call_verify
+from harness.generation.cases import Case, build_batch
+from harness.generation.crafted import crafted_cases
+from harness.judging.decision_compare import compare_decisions, uniform_problems
+from harness.judging.oracle import reference_draws, run_reference, to_numpy
+from harness.judging.output_checks import contract_violations
 from harness.properties.base import Finding, RunContext, register
 from harness.properties.case_property import CaseCheck, CaseProperty, findings_from
 
@@ -70,7 +70,8 @@ class CoupledExactness(CaseProperty):
                     method=sorted(kernel.methods)[0],
                 )
             )
-        # Rare events placed with chosen seeds (harness/crafted.py): a uniform in the winners' tail,
+        # Rare events placed with chosen seeds (harness/generation/crafted.py): a uniform in the winners'
+        # tail,
         # an accept uniform at the inclusive threshold, a block-specific residual.
         return anchors + crafted_cases(getattr(kernel, "methods", ()), capabilities_of(kernel).dtypes)
 

@@ -30,7 +30,9 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from harness.batch_edit import (
+from harness.contract import VerifyBatch, capabilities_of, has_random_draws
+from harness.execution.kernel_calls import call_random_draws, call_verify
+from harness.generation.batch_edit import (
     exact_shift_grid,
     one_hot_draft_logits,
     quantised,
@@ -38,15 +40,13 @@ from harness.batch_edit import (
     select_requests,
     shifted_rows,
 )
-from harness.cases import Case, build_batch
-from harness.contract import VerifyBatch, capabilities_of, has_random_draws
-from harness.decision_compare import near_tie_requests
-from harness.kernel_calls import call_random_draws, call_verify
-from harness.oracle import reference_draws, run_reference, to_numpy
-from harness.output_checks import contract_violations
+from harness.generation.cases import Case, build_batch
+from harness.generation.strategies import CaseSpace
+from harness.judging.decision_compare import near_tie_requests
+from harness.judging.oracle import reference_draws, run_reference, to_numpy
+from harness.judging.output_checks import contract_violations
 from harness.properties.base import Finding, RunContext, register
 from harness.properties.case_property import CaseCheck, CaseProperty, findings_from
-from harness.strategies import CaseSpace
 from reference.probs import effective_temperature, softmax_rows
 
 

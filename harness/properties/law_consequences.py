@@ -2,7 +2,7 @@
 
 ``law_consequences`` runs the kernel once per case (logprobs asked for whenever the kernel claims
 them), passes the output through the structural gate of ``structural`` (contract, values, support)
-and then through ``harness.consequences.consequence_violations``: logprobs by value against the
+and then through ``harness.judging.consequences.consequence_violations``: logprobs by value against the
 float64 oracle with the tolerance of the logit dtype, greedy rows exactly, and the support relations
 of token and block verification (a sure accept is never rejected, a correction lies in its residual,
 never the draft just rejected, block never stops where ``h = 0``). A kernel without ``random_draws``
@@ -21,15 +21,15 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from harness.cases import Case, build_batch, case_from_batch
-from harness.consequences import Tally, consequence_violations
 from harness.contract import VerifyBatch, capabilities_of
-from harness.kernel_calls import call_verify
+from harness.execution.kernel_calls import call_verify
+from harness.generation.cases import Case, build_batch, case_from_batch
+from harness.judging.consequences import Tally, consequence_violations
+from harness.judging.tolerances import LOGPROB_TOLERANCE
 from harness.properties.base import Finding, PropertyResult, RunContext, register
 from harness.properties.case_property import CaseCheck, CaseProperty, findings_from
 from harness.properties.statistical_cases import block_trap_request, greedy_ties_request
 from harness.properties.structural import output_violations
-from harness.tolerances import LOGPROB_TOLERANCE
 
 TALLY_KEY = "law_consequences_tally"
 TRAP_REPLICAS = 32  # per trap case; each trap states its catch rate per replica

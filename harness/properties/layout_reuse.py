@@ -33,9 +33,9 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from harness.batch_edit import select_requests
-from harness.cases import Case, build_batch
 from harness.contract import VerifyBatch, capabilities_of
+from harness.generation.batch_edit import select_requests
+from harness.generation.cases import Case, build_batch
 from harness.properties.base import RunContext, register
 from harness.properties.case_property import CaseCheck, CaseProperty
 from harness.properties.invariance import run_checked, same_requests

@@ -29,8 +29,8 @@ import numpy as np
 import torch
 from scipy.stats import norm
 
-from harness import stats
 from harness.contract import VerifyBatch, VerifyOutput, capabilities_of
+from harness.judging import stats
 from harness.properties.base import (
     FAIL,
     PASS,
@@ -246,7 +246,7 @@ def law_assertion(
 
 def _case_of(batch: VerifyBatch) -> dict:
     try:
-        from harness.cases import case_from_batch
+        from harness.generation.cases import case_from_batch
 
         return case_from_batch(batch.to("cpu")).to_dict()
     except Exception:  # the case is evidence only; never let it mask the finding

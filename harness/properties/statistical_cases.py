@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from harness.contract import VerifyBatch
-from harness.strategies import lowest_in_domain
+from harness.generation.strategies import lowest_in_domain
 
 
 @dataclass

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import torch
 
-from harness.cases import Case, build_batch
 from harness.contract import BATCH_TENSOR_FIELDS, VerifyBatch, VerifyOutput, capabilities_of
-from harness.guard_bands import guarded_batch, guarded_outputs, poison_allocator
-from harness.kernel_calls import call_verify, call_verify_into
-from harness.output_checks import (
+from harness.execution.guard_bands import guarded_batch, guarded_outputs, poison_allocator
+from harness.execution.kernel_calls import call_verify, call_verify_into
+from harness.generation.cases import Case, build_batch
+from harness.judging.output_checks import (
     Violation,
     contract_violations,
     first_difference,

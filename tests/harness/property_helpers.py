@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.cases import Case
+from harness.generation.cases import Case
 from harness.profiles import PROFILES
 from harness.properties import REGISTRY
 from harness.properties.base import PropertyResult, RunContext

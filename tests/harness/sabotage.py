@@ -14,7 +14,7 @@ import torch
 
 from harness.adapters.reference_kernel import ReferenceKernel
 from harness.contract import Capabilities, VerifyBatch, VerifyOutput
-from harness.oracle import reference_draws, run_reference
+from harness.judging.oracle import reference_draws, run_reference
 from harness.wellformed import check_well_formed
 
 

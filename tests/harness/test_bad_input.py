@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from harness.adapters.reference_kernel import kernel as reference
-from harness.cases import Case, build_batch
-from harness.malformations import DEGENERATIONS, MALFORMATIONS, as_case
+from harness.generation.cases import Case, build_batch
+from harness.generation.malformations import DEGENERATIONS, MALFORMATIONS, as_case
 from harness.wellformed import degenerate_rows, malformations
 from tests.harness import sabotage
 from tests.harness.property_helpers import check_case, run_property, simple_case

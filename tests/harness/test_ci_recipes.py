@@ -138,7 +138,7 @@ def check_command(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]
     except SystemExit:
         return problems + [f"{argv[0]}: the parser refuses it: {err.getvalue().strip().splitlines()[-1]}"]
     if argv[0] == "fuzz":
-        from harness.fuzz import UsageError, parse_duration, parse_shard
+        from harness.campaigns.fuzz import UsageError, parse_duration, parse_shard
 
         for check, value in ((parse_duration, args.budget), (parse_shard, args.shard)):
             try:
@@ -186,7 +186,7 @@ def test_nightly_workflow_triggers_and_jobs(parser):
     shards = [a for w, a in commands if w.startswith("job fuzz") and a[0] == "fuzz"]
     assert len(shards) == len(jobs["fuzz"]["strategy"]["matrix"]["shard"])
     # every shard I/N of one campaign, each once, all with one seed
-    from harness.fuzz import parse_shard
+    from harness.campaigns.fuzz import parse_shard
 
     parsed = [parser.parse_args(a) for a in shards]
     got = sorted(parse_shard(a.shard) for a in parsed)

@@ -10,7 +10,8 @@ import sys
 import pytest
 import torch
 
-from harness import cli, kernel_calls
+from harness import cli
+from harness.execution import kernel_calls
 from harness.properties.base import ERROR, FAIL, NOT_CLAIMED, PASS, REGISTRY, SKIPPED, PropertyResult
 from harness.runner import (
     overall_exit_code,
@@ -181,7 +182,7 @@ def test_report_json_is_strict():
 
     import numpy as np
 
-    from harness.report import json_safe
+    from harness.reporting.report import json_safe
 
     safe = json_safe(
         {

@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from harness.cases import Case, build_batch, case_from_batch, decode_tensor, encode_tensor
 from harness.contract import Capabilities, capabilities_of, has_random_draws
+from harness.generation.cases import Case, build_batch, case_from_batch, decode_tensor, encode_tensor
 from harness.wellformed import check_well_formed, malformations
 from tests.harness.property_helpers import simple_case
 

@@ -17,8 +17,7 @@ import pytest
 import torch
 
 from harness.adapters.reference_kernel import ReferenceKernel
-from harness.cases import build_batch
-from harness.corpus import (
+from harness.campaigns.corpus import (
     CORPUS_DIR,
     SCHEMA,
     Entry,
@@ -29,6 +28,7 @@ from harness.corpus import (
     save_failure,
     write_entry,
 )
+from harness.generation.cases import build_batch
 from harness.profiles import PROFILES
 from harness.properties.base import RunContext
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 
 from harness.adapters.reference_kernel import kernel as reference
-from harness.cases import build_batch
 from harness.contract import VerifyOutput
-from harness.decision_compare import compare_decisions, uniform_problems
-from harness.oracle import reference_draws, run_reference
+from harness.generation.cases import build_batch
+from harness.judging.decision_compare import compare_decisions, uniform_problems
+from harness.judging.oracle import reference_draws, run_reference
 from tests.harness import sabotage
 from tests.harness.property_helpers import check_case, run_property, simple_case
 

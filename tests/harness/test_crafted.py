@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness import crafted
+from harness.generation import crafted
 from reference import rng
 
 
@@ -18,8 +18,8 @@ def test_tiny_uniform_seed_still_gives_a_uniform_below_two_to_minus_25():
 
 def test_tiny_uniform_case_is_won_by_the_trap_neighbour():
     """The oracle emits the trap's neighbour, by a margin far outside the race tie tolerance."""
-    from harness.cases import build_batch
-    from harness.oracle import reference_draws, run_reference
+    from harness.generation.cases import build_batch
+    from harness.judging.oracle import reference_draws, run_reference
 
     batch = build_batch(crafted.tiny_uniform_case("token"))
     result = run_reference(batch, *reference_draws(batch))
@@ -65,8 +65,8 @@ def test_shared_mode_case_rejects_and_the_oracle_emits_the_mode():
 def test_deep_tail_case_emits_the_mode_by_hundreds_of_nats():
     """Requests 0 and 1 emit the shared mode 0 by hundreds of nats, request 2 a token in 2..7 by a
     margin no float32 tie tolerance covers, and request 0's draft tail is 0 in float32."""
-    from harness.cases import build_batch
-    from harness.oracle import reference_draws, run_reference
+    from harness.generation.cases import build_batch
+    from harness.judging.oracle import reference_draws, run_reference
 
     case = crafted.deep_tail_case()
     batch = build_batch(case)
@@ -83,8 +83,8 @@ def test_ulp_mode_case_emits_the_mode_and_rounding_would_not():
     """Both seeds reject x and the oracle emits the mode 0 by > 0.5 nats, while tails taken as
     float32 (1 + tail) - 1 (3 and 4 ulps instead of 2.6 and 4.4) leave the mode 1 ulp and the race
     with the same uniforms picks token 2."""
-    from harness.cases import build_batch
-    from harness.oracle import reference_draws, run_reference
+    from harness.generation.cases import build_batch
+    from harness.judging.oracle import reference_draws, run_reference
 
     batch = build_batch(crafted.ulp_mode_case())
     accept, sample = reference_draws(batch)
@@ -104,8 +104,8 @@ def test_near_one_block_case_decides_within_float32_epsilon_of_p_equal_one():
     """h_1 = 0.503 while float32 rounds p_1 to 1: three seeds stop at tau = 0 (token 1) with
     eta_1 - h_1 in (0.1, 0.3), below the h_1 >= 0.8 of a Z rounded to 2^-24 and of 1 - p rounded
     to 0; two accept x_1 with h_1 - eta_1 in (0.1, 0.3), above the h_1 = 0 of a Z rounded to 0."""
-    from harness.cases import build_batch
-    from harness.oracle import reference_draws, run_reference
+    from harness.generation.cases import build_batch
+    from harness.judging.oracle import reference_draws, run_reference
 
     batch = build_batch(crafted.near_one_block_case())
     result = run_reference(batch, *reference_draws(batch))
@@ -124,7 +124,7 @@ def test_near_one_block_case_decides_within_float32_epsilon_of_p_equal_one():
 def test_close_draft_seeds_still_move_every_request_with_a_wrong_scale_of_z(dtype):
     """The oracle itself, with ``h`` computed from ``Z / 2`` (even requests) or ``2 Z`` (odd ones),
     emits another output on every request of the case, so a kernel with either bug fails it."""
-    from harness.cases import build_batch
+    from harness.generation.cases import build_batch
     from reference import verify
 
     batch = build_batch(crafted.close_draft_block_case(dtype))
@@ -150,8 +150,8 @@ def test_race_order_case_wins_by_score_and_loses_by_bound(dtype):
     float64 oracle, by a score margin far outside the race tie tolerance, while the runner-up L has
     the larger bound w / u by a margin far outside any pruning slack: ranking blocks by that bound
     picks L. L's column is the lower one (its block comes first)."""
-    from harness.cases import build_batch
-    from harness.oracle import reference_draws, run_reference
+    from harness.generation.cases import build_batch
+    from harness.judging.oracle import reference_draws, run_reference
 
     assert crafted.RACE_ORDER_LOSER < crafted.RACE_ORDER_WINNER
     case = crafted.race_order_case("token", dtype)

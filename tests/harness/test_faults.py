@@ -1,4 +1,5 @@
-"""Faults cost one case, not the run (harness/supervisor.py, harness/worker.py, harness/transport.py).
+"""Faults cost one case, not the run (harness/execution/supervisor.py, harness/execution/worker.py,
+harness/execution/transport.py).
 
 The broken kernels that segfault, hard-exit (``os._exit(3)``) and hang on batches with ``V > 40`` and
 at least 2 requests each end as a ``crash`` / ``hang`` finding with its (shrunk) case in ``check``,
@@ -22,18 +23,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import cli, kernel_calls
+from harness import cli
 from harness.adapters.reference_kernel import ReferenceKernel
-from harness.cases import Case, build_batch
 from harness.contract import VerifyOutput
-from harness.guard_bands import guarded_batch, guarded_outputs
-from harness.kernel_calls import KernelFault
+from harness.execution import kernel_calls
+from harness.execution.guard_bands import guarded_batch, guarded_outputs
+from harness.execution.kernel_calls import KernelFault
+from harness.execution.supervisor import supervise
+from harness.execution.transport import Packer, as_storage, changed_storages, snapshot, unpack, write_back
+from harness.generation.cases import Case, build_batch
 from harness.plugins import REFERENCE_KERNEL_SPEC
 from harness.profiles import PROFILES
 from harness.properties.base import RunContext
 from harness.properties.case_property import foreground_repro
-from harness.supervisor import supervise
-from harness.transport import Packer, as_storage, changed_storages, snapshot, unpack, write_back
 
 REPO = Path(__file__).resolve().parents[2]
 FAULTS = {  # name -> (class, evidence key and value)

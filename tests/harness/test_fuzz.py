@@ -16,10 +16,8 @@ import pytest
 import torch
 
 from harness.adapters.reference_kernel import ReferenceKernel
-from harness.cases import Case
-from harness.contract import VerifyOutput
-from harness.corpus import load_entry, replay_entry
-from harness.fuzz import (
+from harness.campaigns.corpus import load_entry, replay_entry
+from harness.campaigns.fuzz import (
     Campaign,
     UsageError,
     guidance_scores,
@@ -29,6 +27,8 @@ from harness.fuzz import (
     select_properties,
     work_items,
 )
+from harness.contract import VerifyOutput
+from harness.generation.cases import Case
 from harness.profiles import PROFILES
 from harness.properties.base import RunContext
 

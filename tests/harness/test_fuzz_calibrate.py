@@ -1,4 +1,4 @@
-"""False-alarm calibration (harness/calibrate.py): the tally, and a verdict that can fail.
+"""False-alarm calibration (harness/campaigns/calibrate.py): the tally, and a verdict that can fail.
 
 The verdict is exercised on synthetic p-values (uniform: calibrated; piled up near 0: miscalibrated;
 too many rejections for the stated alpha: miscalibrated), and one short real run checks the plumbing
@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from harness.adapters.reference_kernel import ReferenceKernel
-from harness.calibrate import PropertyCalibration, calibrate, statistical_properties, verdict
+from harness.campaigns.calibrate import PropertyCalibration, calibrate, statistical_properties, verdict
 from harness.profiles import PROFILES
 
 
@@ -82,7 +82,7 @@ def _shard(tmp_path, name, seed, p_values, rejections):
 def test_merged_shards_pool_every_assertion_and_refuse_shared_seeds(tmp_path):
     import pytest
 
-    from harness.calibrate import merge_tallies
+    from harness.campaigns.calibrate import merge_tallies
 
     a = _shard(tmp_path, "a", 1, [0.5, 0.25], 0)
     b = _shard(tmp_path, "b", 2, [0.75], 1)

@@ -18,12 +18,12 @@ import pytest
 import torch
 
 from harness.adapters.reference_kernel import ReferenceKernel
-from harness.cases import build_batch
 from harness.cli import main
 from harness.contract import VerifyOutput
-from harness.golden_cases import golden_cases, vocab_ladder
-from harness.golden_diff import BOTH_LEGAL, IN_SUPPORT, NEW_WRONG, OLD_WRONG, diff_golden
-from harness.golden_file import load, record, save
+from harness.generation.cases import build_batch
+from harness.golden.case_set import golden_cases, vocab_ladder
+from harness.golden.diff import BOTH_LEGAL, IN_SUPPORT, NEW_WRONG, OLD_WRONG, diff_golden
+from harness.golden.file_format import load, record, save
 from harness.implementations.torch_eager import TorchEagerKernel
 from harness.profiles import PROFILES
 
@@ -255,8 +255,8 @@ def test_cli_record_and_diff(tmp_path, capsys):
 
 @pytest.mark.parametrize("method", ["token", "block"])
 def test_support_judgement_rejects_a_zero_probability_token(method):
-    from harness.golden_file import Answer
-    from harness.golden_judge import judge
+    from harness.golden.file_format import Answer
+    from harness.golden.judge import judge
 
     kernel = ReferenceKernel()
     case = next(
@@ -279,8 +279,8 @@ def test_mutant_diff_runs_a_child_on_a_mutated_copy(tmp_path):
     """The --mutant pipeline end to end, cheaply: the oracle does not import kernels/, so the diff
     of its own golden file is identical under any mutant of kernels/ (the child still refuses to
     run unless it imported the mutated copy)."""
-    from harness.golden_mutants import MutantDiff, diff_mutant, mutant_table
-    from harness.mutants import by_name
+    from harness.golden.mutant_sweep import MutantDiff, diff_mutant, mutant_table
+    from harness.mutation.catalogue import by_name
 
     path = tmp_path / "ref.json.gz"
     save(_golden(ReferenceKernel()), path)

@@ -6,14 +6,14 @@ import pytest
 import torch
 
 from harness.adapters.reference_kernel import kernel as reference
-from harness.batch_edit import (
+from harness.generation.batch_edit import (
     exact_shift_grid,
     one_hot_draft_logits,
     quantised,
     select_requests,
     shifted_rows,
 )
-from harness.cases import build_batch
+from harness.generation.cases import build_batch
 from tests.harness import sabotage
 from tests.harness.property_helpers import check_case, run_property, simple_case
 

@@ -1,4 +1,4 @@
-"""``law_consequences`` (harness/consequences.py): every relation fails on an output that breaks it,
+"""``law_consequences`` (harness/judging/consequences.py): every relation fails on an output that breaks it,
 holds on correct kernels, and stays silent where float32 cannot decide (ties, underflow, residuals
 below the mass floor). Outputs are written by hand on small batches, so each check is shown to be
 able to fail; the broken kernels of ``harness.broken`` are judged in test_broken.py."""
@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from harness.adapters.reference_kernel import kernel as reference_kernel
-from harness.cases import build_batch
-from harness.consequences import MASS_FLOOR, Tally, consequence_violations
 from harness.contract import VerifyBatch, VerifyOutput
+from harness.generation.cases import build_batch
 from harness.implementations.torch_eager import kernel as eager_kernel
+from harness.judging.consequences import MASS_FLOOR, Tally, consequence_violations
+from harness.judging.tolerances import LOGPROB_TOLERANCE, exponent_scale_of_rows, logprob_tolerance
 from harness.properties import REGISTRY
-from harness.tolerances import LOGPROB_TOLERANCE, exponent_scale_of_rows, logprob_tolerance
 from reference.probs import log_softmax_rows
 from tests.harness.property_helpers import cpu_context, simple_case
 
@@ -169,8 +169,8 @@ def test_anchor_batches_build():
 
 
 def test_coupled_comparison_uses_the_same_tolerance_table():
-    from harness.decision_compare import compare_decisions
-    from harness.oracle import reference_draws, run_reference
+    from harness.judging.decision_compare import compare_decisions
+    from harness.judging.oracle import reference_draws, run_reference
 
     batch = _batch([[0.5, 0.2, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4]], None, [0], temperature=0.7, logprobs=True)
     ref = run_reference(batch, *reference_draws(batch))

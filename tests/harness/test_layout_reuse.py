@@ -6,8 +6,8 @@ import numpy as np
 import torch
 
 from harness.adapters.reference_kernel import kernel as reference
-from harness.cases import build_batch
 from harness.contract import BATCH_TENSOR_FIELDS
+from harness.generation.cases import build_batch
 from harness.properties.layout_reuse import (
     MIN_REQUESTS,
     at_least,

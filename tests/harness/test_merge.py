@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.merge import MergeError, failure_key, merge_reports
+from harness.campaigns.merge import MergeError, failure_key, merge_reports
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -141,7 +141,7 @@ def test_merge_cli_writes_json_and_html_and_exit_code(tmp_path):
         [
             sys.executable,
             "-m",
-            "harness.merge",
+            "harness.campaigns.merge",
             str(tmp_path / "shard0"),
             str(tmp_path / "shard1"),
             "--out",

@@ -3,7 +3,7 @@ to a copy, the child refuses to test anything but the copy, and a fast subset of
 
 ``test_catalogue_anchors_match_current_kernels`` is the loud one: when someone edits kernels/ so that
 an anchor no longer occurs exactly once, it fails listing every stale mutant. Fix the anchor (or the
-mutant) in harness/mutants.py in the same change.
+mutant) in harness/mutation/catalogue.py in the same change.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from harness.mutants import CATALOGUE, Mutant, by_name
-from harness.mutate import (
+from harness.mutation.catalogue import CATALOGUE, Mutant, by_name
+from harness.mutation.mutate import (
     CHILD_SOURCE,
     EQUIVALENT,
     KERNELS_DIR,
@@ -47,7 +47,8 @@ GENERIC_FAMILIES = {
 def test_catalogue_anchors_match_current_kernels():
     problems = anchor_problems()
     assert not problems, (
-        "harness/mutants.py is out of sync with kernels/ -- update these anchors:\n  " + "\n  ".join(problems)
+        "harness/mutation/catalogue.py is out of sync with kernels/ -- update these anchors:\n  "
+        + "\n  ".join(problems)
     )
 
 
@@ -124,8 +125,8 @@ def test_fast_subset_is_killed(tmp_path):
 def test_a_failing_baseline_stops_the_campaign(monkeypatch):
     """The unmutated kernels are checked first, with the mutants' settings; when they fail, no mutant
     runs (a kill matrix would be meaningless)."""
-    import harness.mutate as mutate
-    from harness.mutate import MutantResult
+    import harness.mutation.mutate as mutate
+    from harness.mutation.mutate import MutantResult
 
     plain = by_name(["residual-uses-accept-stream"])
     calls = []
@@ -141,7 +142,7 @@ def test_a_failing_baseline_stops_the_campaign(monkeypatch):
 
 
 def test_fuzz_mode_reads_the_earliest_failure(tmp_path):
-    from harness.mutate import _first_failure, check_args
+    from harness.mutation.mutate import _first_failure, check_args
 
     args = check_args("k:k", "ci", 3, tmp_path, ("structural", "coupled_exactness"), fuzz_s=90)
     assert args[:1] == ["fuzz"] and "--stop-on-failure" in args and args.count("--only") == 2

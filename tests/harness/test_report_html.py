@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from harness.report_html import (
+from harness.reporting.report_html import (
     coverage_counts,
     mismatch_index,
     overall_verdict,

@@ -1,4 +1,4 @@
-"""harness.stats: calibration (false alarms <= alpha under H0), power (the stated TV is detected),
+"""harness.judging.stats: calibration (false alarms <= alpha under H0), power (the stated TV is detected),
 pooling, certain failures, Holm, Bernstein mean test, confirmation.
 
 Everything is driven by fixed seeds; the simulated tests use loose alphas (1e-2, 1e-3) so that their
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from harness import stats
+from harness.judging import stats
 
 RUNS = 3000
 

@@ -10,10 +10,9 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 from harness.adapters.reference_kernel import kernel as reference
-from harness.cases import build_batch
-from harness.logit_families import FAMILIES, generate
-from harness.profiles import PROFILES
-from harness.strategies import (
+from harness.generation.cases import build_batch
+from harness.generation.logit_families import FAMILIES, generate
+from harness.generation.strategies import (
     SPECIAL_VOCABS,
     CaseSpace,
     cases,
@@ -23,6 +22,7 @@ from harness.strategies import (
     temperatures,
     vocab_sizes,
 )
+from harness.profiles import PROFILES
 from harness.wellformed import degenerate_rows, malformations
 from tests.harness import sabotage
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from harness.adapters.reference_kernel import kernel as reference
-from harness.cases import build_batch
-from harness.guard_bands import guarded_batch
-from harness.output_checks import support_violations, value_violations
+from harness.execution.guard_bands import guarded_batch
+from harness.generation.cases import build_batch
+from harness.judging.output_checks import support_violations, value_violations
 from harness.properties.structural import modified_inputs
 from tests.harness import sabotage
 from tests.harness.property_helpers import check_case, run_property, simple_case

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness import stats
 from harness.contract import VerifyBatch
 from harness.implementations.torch_eager import kernel
+from harness.judging import stats
 
 ALPHA = 1e-6  # per statistical assertion in this file; power stated per test
 

@@ -121,7 +121,7 @@ def test_strategies_draw_no_temperature_below_the_domain():
     from hypothesis import find
     from hypothesis.errors import NoSuchExample
 
-    from harness.strategies import TEMPERATURE_BANDS, temperatures
+    from harness.generation.strategies import TEMPERATURE_BANDS, temperatures
 
     assert 0 < find(temperatures(TEMPERATURE_BANDS), lambda t: 0 < t < 0.01) < 0.01  # default domain
     with pytest.raises(NoSuchExample):

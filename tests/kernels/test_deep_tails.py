@@ -7,7 +7,7 @@ tokens where ``b > q``; kernels that form it from float32 tails see an empty mod
 those. The deep-tail path (kernels/deep_tails.py, run by the decide kernel) takes the mode's
 residual from log-domain tails. Every request here is decided by hundreds of nats, so any uniforms
 give the same answer; the same requests are a crafted case of the harness's coupled_exactness
-(``harness.crafted``).
+(``harness.generation.crafted``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.crafted import DEEP_TEMPERATURE, deep_tail_logits
+from harness.generation.crafted import DEEP_TEMPERATURE, deep_tail_logits
 from tests.kernels._batches import (
     DEVICE,
     Agreement,
@@ -43,7 +43,7 @@ def _one_draft_batch(target, draft, draft_ids, seed: int) -> Batch:
 
 
 def deep_tail_batch(seed: int) -> Batch:
-    """``harness.crafted``'s deep-tail requests (module docstring there) with seeded randomness."""
+    """``harness.generation.crafted``'s deep-tail requests (module docstring there) with seeded randomness."""
     target, draft = deep_tail_logits()
     return _one_draft_batch(target, draft, [1, 1, 1], seed)
 

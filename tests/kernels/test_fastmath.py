@@ -1,6 +1,6 @@
 """The race's float32 log2 helpers against float64 (interpreter on CPU, hardware approximations on a GPU).
 
-Race decisions tolerate 1e-4 (natural log) of score error (harness/decision_compare.py); these helpers
+Race decisions tolerate 1e-4 (natural log) of score error (harness/judging/decision_compare.py); these helpers
 must stay far inside that. Each check fails for a naive formula (see the last test).
 """
 

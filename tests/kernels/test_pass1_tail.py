@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness import crafted
 from harness.adapters.triton_kernels import kernel
+from harness.generation import crafted
 from harness.profiles import PROFILES
 from harness.properties.base import RunContext
 from harness.runner import run_case

@@ -13,7 +13,7 @@ import dataclasses
 import pytest
 import torch
 
-from harness.guard_bands import guarded_copy
+from harness.execution.guard_bands import guarded_copy
 from kernels import driver
 from kernels.chunking import Workspace
 from tests.kernels._batches import DEVICE, make_batch
@@ -29,7 +29,7 @@ WRONG_CU = {
 
 
 class Guarded:
-    """Every buffer handed to the kernels, each a view inside ``harness.guard_bands`` guard regions
+    """Every buffer handed to the kernels, each a view inside ``harness.execution.guard_bands`` guard regions
     (at least 64 elements on each side; the wrong spans below land within that)."""
 
     def __init__(self):

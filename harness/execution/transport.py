@@ -6,7 +6,7 @@ shape, stride and dtype. Each storage travels once as bytes, whole, so on the fa
 
 - a tensor has the same device, dtype, shape, strides and storage offset as on the near side;
 - views of one storage are views of one storage again, and the memory around a view travels with
-  it: the guard bands of harness/guard_bands.py keep working, and a write outside a view lands in
+  it: the guard bands of harness/execution/guard_bands.py keep working, and a write outside a view lands in
   the copied guard where the harness sees it once the storage comes back;
 - CUDA storages cross through host memory (copied to the host for the pipe, back to the device of
   the same index on the other side): only bytes move, never CUDA IPC handles, so a worker whose CUDA

@@ -14,13 +14,13 @@ One item of a case-by-case property (``CaseProperty``: layers 1, 2, 3, 5) is a H
 (``profile.max_examples`` examples, fresh seed, no database) whose examples are steered with
 ``hypothesis.target`` toward what finds bugs: oracle decisions close to their thresholds (small tie
 margins), large vocabularies, long drafts, many requests. A finding whose key
-``(property, class, first field)`` (``harness.merge.failure_key``) is new is shrunk to a minimal
+``(property, class, first field)`` (``harness.campaigns.merge.failure_key``) is new is shrunk to a minimal
 case (bounded by ``profile.shrink_calls`` / ``shrink_seconds``), confirmed by checking the minimal
 case once more, saved to the regression corpus and reported; a known key only counts an occurrence.
 Other properties (layer 4 statistics) run whole with the item's fresh seed (their inputs come from
 their own seeded generators, so ``target`` does not steer them); a whole run is started only if the
 previous run of that property fits in the time left. Kernel calls run in a supervised worker
-(harness/supervisor.py; ``--in-process`` turns that off): a crash or hang is a ``crash`` / ``hang``
+(harness/execution/supervisor.py; ``--in-process`` turns that off): a crash or hang is a ``crash`` / ``hang``
 finding like any other (shrunk with each crashing try in a fresh worker, saved, deduplicated), its
 ``repro`` replays the saved case in the foreground, and the campaign goes on. In process, a device
 fault (corrupted CUDA context) ends the campaign early, with the report written.
@@ -45,8 +45,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.kernel_calls import KernelFault
-from harness.merge import failure_key
+from harness.campaigns.merge import failure_key
+from harness.execution.kernel_calls import KernelFault
 from harness.plugins import DEFAULT_KERNEL_SPEC as DEFAULT_KERNEL  # one default for every command
 from harness.properties.base import (
     ERROR,
@@ -125,8 +125,8 @@ def guidance_scores(case, margins_fn=None) -> dict[str, float]:
 
 def oracle_margins(case) -> list[float]:
     """Every decision margin the oracle reports for ``case`` under the reference randomness."""
-    from harness.cases import build_batch
-    from harness.oracle import reference_draws, run_reference
+    from harness.generation.cases import build_batch
+    from harness.judging.oracle import reference_draws, run_reference
 
     if case.vocab_size * (sum(case.draft_lens) + len(case.draft_lens)) > MARGIN_ELEMENT_CAP:
         return []
@@ -153,7 +153,7 @@ def measure_acceptance(kernel, device, seed: int, requests: int) -> dict:
     import torch
 
     from harness.contract import VerifyBatch
-    from harness.kernel_calls import call_verify
+    from harness.execution.kernel_calls import call_verify
 
     rng = np.random.default_rng(seed)
     g = 2
@@ -303,7 +303,8 @@ class Campaign:
                 self._run_whole(prop, ctx)
             last_seconds[name] = time.monotonic() - t0
             if ctx.extra.get("device_fault"):
-                # The CUDA context is gone: nothing more can run in this process (harness/kernel_calls.py).
+                # The CUDA context is gone: nothing more can run in this process
+                # (harness/execution/kernel_calls.py).
                 self._tally(prop).notes.append(
                     f"campaign stopped by a device fault: {ctx.extra['device_fault']}"
                 )
@@ -335,7 +336,7 @@ class Campaign:
         )
 
     def _record_cases(self, tally: PropertyTally, case, ties: int) -> None:
-        from harness.strategies import coverage_of
+        from harness.generation.strategies import coverage_of
 
         tally.cases += 1
         tally.ties += ties
@@ -470,7 +471,7 @@ class Campaign:
     def _save(self, prop_name: str, fj: dict) -> None:
         if self.corpus_dir is None or not fj.get("case"):
             return
-        from harness.corpus import save_failure
+        from harness.campaigns.corpus import save_failure
         from harness.properties.case_property import FAULT_CLASSES
 
         path = save_failure(prop_name, fj, self.command, self.corpus_dir)
@@ -489,7 +490,7 @@ class Campaign:
             return {}
 
     def report(self, started_iso: str, seconds: float, not_claimed: dict) -> dict:
-        from harness.report import git_commit, versions
+        from harness.reporting.report import git_commit, versions
 
         props = [t.to_json() for _, t in sorted(self.tallies.items())]
         props += [
@@ -540,7 +541,7 @@ def _stat_json(s, item_seed: int) -> dict:
 
 
 def _device_name(device) -> str:
-    from harness.report import device_description
+    from harness.reporting.report import device_description
 
     return device_description(device)
 
@@ -575,9 +576,9 @@ def run_local_shards(args, parallel: int, gpus: list[str], seed: int) -> int:
     """
     import subprocess
 
-    from harness.merge import load_reports, merge_reports, merged_exit_code
-    from harness.report import json_safe
-    from harness.report_html import write_html
+    from harness.campaigns.merge import load_reports, merge_reports, merged_exit_code
+    from harness.reporting.report import json_safe
+    from harness.reporting.report_html import write_html
 
     out = Path(args.report)
     children = []
@@ -628,11 +629,11 @@ def _cmd_fuzz(args) -> int:
 
     import torch
 
+    from harness.execution.supervisor import close, profile_with_limits, supervise
     from harness.plugins import PluginError, load_kernel
     from harness.profiles import PROFILES
-    from harness.report import json_safe
-    from harness.report_html import write_html
-    from harness.supervisor import close, profile_with_limits, supervise
+    from harness.reporting.report import json_safe
+    from harness.reporting.report_html import write_html
 
     if args.profile is None:
         args.profile = "nightly" if torch.cuda.is_available() else "dev"
@@ -667,7 +668,7 @@ def _cmd_fuzz(args) -> int:
     elif args.corpus:
         corpus = Path(args.corpus)
     else:
-        from harness.corpus import CORPUS_DIR
+        from harness.campaigns.corpus import CORPUS_DIR
 
         corpus = CORPUS_DIR
     print(
@@ -727,7 +728,7 @@ def supervision_flags(args) -> str:
 
 
 def add_cli(subparsers) -> None:
-    from harness.supervisor import add_supervision_args
+    from harness.execution.supervisor import add_supervision_args
 
     p = subparsers.add_parser("fuzz", help="time-budgeted, sharded fuzz campaign with JSON and HTML reports")
     p.add_argument("--kernel", default=DEFAULT_KERNEL, help="package.module:attr of the kernel under test")

@@ -1,7 +1,7 @@
 """The mutant catalogue: source-level edits of ``kernels/`` that the harness must detect.
 
 Each ``Mutant`` replaces one ``anchor`` (exact text that occurs exactly ONCE in its file, checked by
-``harness.mutate.anchor_problems`` and by a test, so the catalogue cannot drift silently from the
+``harness.mutation.mutate.anchor_problems`` and by a test, so the catalogue cannot drift silently from the
 kernels) with ``replacement``. Mutants are applied to a temporary copy of ``kernels/``; the real tree
 is never touched. ``bug_class`` names the BUGS.md class the edit reproduces (``BUGS#n``) or the
 generic operator family (``generic:...``).

@@ -2,7 +2,8 @@
 
 One row per logit dtype of the contract. A row names the arithmetic a correct kernel may use for rows
 of that dtype and the tolerance that follows from it; ``logprob_tolerance`` applies it to one
-emitted token. Every judgement by value of an output that the emitted ids fix (harness/consequences.py)
+emitted token. Every judgement by value of an output that the emitted ids fix
+(harness/judging/consequences.py)
 takes its tolerance from here, and a failure reports the row it used.
 
 Why the rows are what they are:
@@ -19,7 +20,7 @@ Why the rows are what they are:
 - ``atol = 1e-4`` nats covers the normaliser's summation: a float32 sum of ``V`` positive terms errs by
   about ``sqrt(V) u`` relative when the rounding errors are independent (``3e-5`` at ``V = 262144``),
   ``log2(V) u`` for a pairwise or blocked sum (``1e-6``). It equals the floor the coupled comparison
-  has used since the first GPU runs (harness/decision_compare.py), where no correct kernel has come
+  has used since the first GPU runs (harness/judging/decision_compare.py), where no correct kernel has come
   near it.
 - Bugs this is meant to see move a logprob by far more: the wrong row or temperature, raw logits for
   a sampled row, the draft instead of the correction, 16-bit arithmetic (``2^-8 S``).

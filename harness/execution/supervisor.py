@@ -3,9 +3,9 @@
 ``supervise(kernel, spec, profile)`` returns a ``SupervisedKernel``: the same kernel as seen by the
 properties (its ``name``, ``methods``, ``capabilities`` and every other attribute come from the copy
 loaded here, which is never called), except that ``verify``, ``random_draws`` and ``verify_into`` run
-in a worker process (harness/worker.py). What the harness sees of a call:
+in a worker process (harness/execution/worker.py). What the harness sees of a call:
 
-- the result, and every write the call made into its arguments (harness/transport.py moves
+- the result, and every write the call made into its arguments (harness/execution/transport.py moves
   storages whole, so guard bands, aliasing and input modification are seen as in one process);
 - the kernel's exception, re-raised here (``ValueError`` stays ``ValueError``, with the worker's
   traceback as ``remote_traceback``);
@@ -48,10 +48,10 @@ import tempfile
 import time
 from multiprocessing import spawn
 
-from harness.kernel_calls import KernelFault, WorkerError
-from harness.transport import Packer, as_storage, unpack, write_back
-from harness.worker import CALLS
-from harness.worker import main as worker_main
+from harness.execution.kernel_calls import KernelFault, WorkerError
+from harness.execution.transport import Packer, as_storage, unpack, write_back
+from harness.execution.worker import CALLS
+from harness.execution.worker import main as worker_main
 
 STDERR_TAIL_CHARS = 3000
 DUMP_GRACE_S = 0.5  # after SIGUSR1, how long a hung worker gets to write its stacks
@@ -68,7 +68,12 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-PRELOAD = ["harness.worker", "harness.transport", "harness.plugins", "harness.guard_bands"]
+PRELOAD = [
+    "harness.execution.worker",
+    "harness.execution.transport",
+    "harness.plugins",
+    "harness.execution.guard_bands",
+]
 
 
 def fork_server(spec: str):

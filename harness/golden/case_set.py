@@ -1,6 +1,7 @@
 """The deterministic case set of a golden file (``python -m harness record``).
 
-``golden_cases(kernel, profile, seed)`` returns ``harness.cases.Case`` descriptions that cover what a
+``golden_cases(kernel, profile, seed)`` returns ``harness.generation.cases.Case`` descriptions that cover
+what a
 kernel claims, sized by a profile:
 
 - one case per (method, dtype, drafts mode) cell of the claimed space (draft logits and point-mass
@@ -13,7 +14,7 @@ kernel claims, sized by a profile:
 - chunk budgets rotate through none / 1 byte / about two rows when the kernel claims chunking, and
   two thirds of the cases ask for logprobs when the kernel claims them;
 - one case of greedy requests at the largest V whose row maxima tie across vocabulary blocks;
-- the crafted coupled cases of ``harness.crafted`` (rare events placed with chosen seeds) follow,
+- the crafted coupled cases of ``harness.generation.crafted`` (rare events placed with chosen seeds) follow,
   those whose target logits exceed the profile's ``max_logit_elements`` left out (on ci: the three
   race-order cases of 6 x 8192, about 50 s each under the Triton interpreter; gpu keeps them).
 
@@ -28,11 +29,11 @@ import zlib
 
 import numpy as np
 
-from harness.cases import Case
 from harness.contract import capabilities_of
-from harness.crafted import crafted_cases
+from harness.generation.cases import Case
+from harness.generation.crafted import crafted_cases
+from harness.generation.strategies import SCALES, CaseSpace
 from harness.profiles import Profile
-from harness.strategies import SCALES, CaseSpace
 
 VOCAB_LADDER = (1, 2, 3, 7, 64, 257, 1021, 8193, 32000, 151936)
 BANDS = ("greedy", "normal", "tiny", "hot", "normal")  # the order requests of a case take them in
@@ -158,7 +159,7 @@ def _target_elements(case: Case) -> int:
 
 def coverage(cases: list[Case]) -> dict[str, list]:
     """What the case set covers, for the record summary: sorted distinct values per dimension."""
-    from harness.strategies import temperature_band
+    from harness.generation.strategies import temperature_band
 
     seen: dict[str, set] = {
         k: set()

@@ -4,7 +4,7 @@
 or the case is reported ``inputs changed`` and not compared), runs the kernel and compares its answer
 with the recorded one bit for bit: ``output_token_ids`` (padding included), ``num_emitted``,
 ``logprobs`` and, when both sides have them, the bytes of ``random_draws``. Each differing request
-gets a verdict from ``harness.golden_judge`` on both answers:
+gets a verdict from ``harness.golden.judge`` on both answers:
 
 - ``new wrong``: the new answer is not legal (whatever the old one was);
 - ``old wrong``: the new answer is legal and the recorded one is not (a fix);
@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness.cases import build_batch
 from harness.contract import capabilities_of
-from harness.golden_file import Answer, Golden, batch_sha, draws_sha, run_kernel
-from harness.golden_judge import GREEDY, REPLAY, judge
-from harness.oracle import reference_draws
+from harness.generation.cases import build_batch
+from harness.golden.file_format import Answer, Golden, batch_sha, draws_sha, run_kernel
+from harness.golden.judge import GREEDY, REPLAY, judge
+from harness.judging.oracle import reference_draws
 
 IDENTICAL, DIFFERENT, INPUTS_CHANGED, NOT_CLAIMED = "identical", "different", "inputs changed", "not claimed"
 NEW_WRONG, OLD_WRONG, BOTH_LEGAL, IN_SUPPORT = "new wrong", "old wrong", "both legal", "legal in support"

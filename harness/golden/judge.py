@@ -4,7 +4,7 @@
 
 - ``replay``: the uniforms the answer was made with are known (the kernel's ``random_draws``, or
   ``reference.rng``'s when they are bit-identical). The oracle replays every decision
-  (``harness.decision_compare.compare_decisions``): the answer is legal when it equals the oracle's,
+  (``harness.judging.decision_compare.compare_decisions``): the answer is legal when it equals the oracle's,
   or differs only at a decision within the float32 tie margin (a ``tie``, reported with its margin).
 - ``greedy``: temperature-0 requests use no randomness; the oracle's answer is exact (no tolerance).
 - ``support``: no uniforms (a kernel with its own generator and no ``random_draws``). Only what holds
@@ -29,9 +29,9 @@ import numpy as np
 import torch
 
 from harness.contract import VerifyBatch
-from harness.decision_compare import BASE_ACCEPT_TOL, EPS32, compare_decisions, exponent_scale
-from harness.golden_file import Answer
-from harness.oracle import reference_draws, run_reference, to_numpy
+from harness.golden.file_format import Answer
+from harness.judging.decision_compare import BASE_ACCEPT_TOL, EPS32, compare_decisions, exponent_scale
+from harness.judging.oracle import reference_draws, run_reference, to_numpy
 from reference.probs import effective_temperature, log_softmax_rows, point_mass_log_rows
 
 REPLAY, GREEDY, SUPPORT, STRUCTURE = "replay", "greedy", "support", "structure"

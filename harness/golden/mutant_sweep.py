@@ -1,7 +1,7 @@
-"""Diff a golden file against mutants of ``kernels/`` (the catalogue of ``harness.mutants``).
+"""Diff a golden file against mutants of ``kernels/`` (the catalogue of ``harness.mutation.catalogue``).
 
-For each mutant, ``harness.mutate.make_copy`` writes a mutated copy of ``kernels/`` to a temporary
-directory and a child process (``harness.mutate.run_child``: the copy first on ``sys.path``, and a
+For each mutant, ``harness.mutation.mutate.make_copy`` writes a mutated copy of ``kernels/`` to a temporary
+directory and a child process (``harness.mutation.mutate.run_child``: the copy first on ``sys.path``, and a
 refusal to run if ``kernels`` came from anywhere else) runs ``python -m harness diff --against FILE
 --kernel SPEC --json OUT``. The real tree is never touched. Argued-
 equivalent mutants are run too: their diff should come out identical.
@@ -19,8 +19,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.mutants import Mutant
-from harness.mutate import make_copy, run_child
+from harness.mutation.catalogue import Mutant
+from harness.mutation.mutate import make_copy, run_child
 
 
 @dataclass

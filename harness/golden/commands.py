@@ -1,15 +1,15 @@
 """``python -m harness record`` and ``python -m harness diff``: the pre-merge differential.
 
 ``record --kernel SPEC --out FILE [--profile P] [--seed N] [--device D] [--rounds N] [--no-crafted]``
-writes a golden file (harness/golden_file.py) of the kernel's answers on the case set of
-harness/golden_cases.py (``--rounds``: repeats of its grid instead of the profile's). The seed
+writes a golden file (harness/golden/file_format.py) of the kernel's answers on the case set of
+harness/golden/case_set.py (``--rounds``: repeats of its grid instead of the profile's). The seed
 defaults to 0 on the ci profile and is drawn and printed otherwise.
 
 ``diff --against FILE [--kernel SPEC] [--json OUT] [--fail-fast]`` replays the file on the kernel as it
-is now (harness/golden_diff.py); ``diff --base SPEC [--kernel SPEC] [--profile P] [--seed N]``
+is now (harness/golden/diff.py); ``diff --base SPEC [--kernel SPEC] [--profile P] [--seed N]``
 records ``--base`` in memory and diffs ``--kernel`` against it in one process, with no file;
 ``diff --against FILE --mutant NAME ...`` (or ``--mutant all``) diffs the file against each catalogue
-mutant of ``kernels/`` in a child process (harness/golden_mutants.py) and prints a table. Exit codes
+mutant of ``kernels/`` in a child process (harness/golden/mutant_sweep.py) and prints a table. Exit codes
 are the diff's: 0 identical, 1 a new answer wrong, 2 usage error or inputs changed, 3 outputs
 changed and every new answer legal (for ``--mutant``: 0 when every mutant was run, 2 otherwise).
 """
@@ -49,10 +49,10 @@ def _setup(args) -> tuple:
 
 def _record_golden(spec: str, kernel, profile, device, seed: int, args, say):
     from harness.contract import has_random_draws
-    from harness.golden_cases import golden_cases
-    from harness.golden_file import record
-    from harness.report import device_description, git_commit, versions
-    from harness.strategies import CaseSpace
+    from harness.generation.strategies import CaseSpace
+    from harness.golden.case_set import golden_cases
+    from harness.golden.file_format import record
+    from harness.reporting.report import device_description, git_commit, versions
 
     space = CaseSpace.for_kernel(profile, kernel)
     crafted = not args.no_crafted
@@ -80,8 +80,8 @@ def _record_golden(spec: str, kernel, profile, device, seed: int, args, say):
 
 
 def run_record(args) -> int:
-    from harness.golden_cases import coverage
-    from harness.golden_file import save
+    from harness.golden.case_set import coverage
+    from harness.golden.file_format import save
     from harness.plugins import PluginError, load_kernel
 
     say = _say(args)
@@ -103,10 +103,10 @@ def run_record(args) -> int:
 
 
 def run_diff(args) -> int:
-    from harness.golden_diff import diff_golden, format_summary
-    from harness.golden_file import load
+    from harness.golden.diff import diff_golden, format_summary
+    from harness.golden.file_format import load
     from harness.plugins import PluginError, load_kernel
-    from harness.report import device_description
+    from harness.reporting.report import device_description
 
     say = _say(args)
     if bool(args.against) == bool(args.base):
@@ -155,8 +155,8 @@ def run_diff(args) -> int:
 
 
 def run_mutants(args) -> int:
-    from harness.golden_mutants import diff_mutant, mutant_table
-    from harness.mutants import by_name
+    from harness.golden.mutant_sweep import diff_mutant, mutant_table
+    from harness.mutation.catalogue import by_name
 
     if not args.against:
         print("error: --mutant needs --against FILE", file=sys.stderr)
@@ -194,7 +194,7 @@ def add_cli(subparsers) -> None:
         )
         p.add_argument("--seed", type=int, default=None, help="case-set seed (default: 0 on ci, else drawn)")
         p.add_argument("--device", choices=("cpu", "cuda"), default=None)
-        p.add_argument("--no-crafted", action="store_true", help="leave out harness.crafted's cases")
+        p.add_argument("--no-crafted", action="store_true", help="leave out the crafted cases")
         p.add_argument(
             "--rounds",
             type=int,

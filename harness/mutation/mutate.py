@@ -1,4 +1,4 @@
-"""Mutation testing: the harness's own score against the catalogue in ``harness.mutants``.
+"""Mutation testing: the harness's own score against the catalogue in ``harness.mutation.catalogue``.
 
 ``python -m harness mutate [--profile ci|gpu] [--only NAME ...] [--fast] [--jobs N] [--report DIR]``
 
@@ -36,10 +36,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.mutants import CATALOGUE, Mutant, by_name
+from harness.mutation.catalogue import CATALOGUE, Mutant, by_name
 from harness.plugins import DEFAULT_KERNEL_SPEC as DEFAULT_KERNEL  # one default for every command
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 KERNELS_DIR = REPO_ROOT / "kernels"
 KILLED, SURVIVED, TIMEOUT, ERROR, EQUIVALENT, NOT_RUN = (
     "killed",

@@ -1,6 +1,6 @@
 """The worker process: loads the kernel under test once and runs its calls for the supervising harness.
 
-Started by ``harness.supervisor`` through ``multiprocessing``'s fork server: a process that has
+Started by ``harness.execution.supervisor`` through ``multiprocessing``'s fork server: a process that has
 imported torch and the harness (never CUDA) forks each worker, so a fresh worker after a crash
 costs milliseconds, not an interpreter start. ``main(conn, spec, log_path)`` is the entry point; the
 worker loads the kernel itself (``kernels._device`` first), so its CUDA context is its own.
@@ -8,7 +8,7 @@ Messages are pickled tuples over one ``multiprocessing`` pipe:
 
 - harness -> worker: ``("call", name, tree, table)`` per call (``name`` is ``verify``,
   ``random_draws`` or ``verify_into``; ``tree`` and ``table`` are the arguments as packed by
-  ``harness.transport``).
+  ``harness.execution.transport``).
 - worker -> harness: ``("ready", kernel_name)`` or ``("broken", text)`` once loaded; per call
   ``("ok", changed, result_tree, result_table)`` or ``("raised", changed, error, text, trace)``, where
   ``changed`` maps argument storages the call modified to their new bytes; ``("fault", text)`` when
@@ -18,7 +18,7 @@ Contracts: the worker's stdout and stderr go to ``log_path`` (its tail becomes e
 process group of its own (a hang is killed with whatever it started); ``faulthandler`` dumps
 every thread's stack on a fatal signal, and on SIGUSR1 (what the harness sends a call that outlived
 its time limit, before killing it). Freed device memory is poisoned before every call
-(``harness.guard_bands.poison_allocator``), as ``structural`` does in one process. The worker exits
+(``harness.execution.guard_bands.poison_allocator``), as ``structural`` does in one process. The worker exits
 when the harness closes its pipe, and (on Linux) is killed when the fork server exits with the
 harness, so a hung worker never outlives a killed harness.
 """
@@ -55,10 +55,17 @@ def serve(conn: Connection, spec: str) -> None:
         import torch
 
         import kernels._device  # noqa: F401  (chooses compiled Triton or the interpreter first)
-        from harness import kernel_calls
-        from harness.guard_bands import poison_allocator
+        from harness.execution import kernel_calls
+        from harness.execution.guard_bands import poison_allocator
+        from harness.execution.transport import (
+            Packer,
+            as_storage,
+            changed_storages,
+            snapshot,
+            storage_bytes,
+            unpack,
+        )
         from harness.plugins import load_kernel
-        from harness.transport import Packer, as_storage, changed_storages, snapshot, storage_bytes, unpack
 
         kernel = load_kernel(spec)
     except BaseException as exc:  # noqa: BLE001 -- told to the harness, which reports it

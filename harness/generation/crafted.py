@@ -17,8 +17,8 @@ import functools
 import numpy as np
 import torch
 
-from harness.cases import Case, case_from_batch
 from harness.contract import VerifyBatch
+from harness.generation.cases import Case, case_from_batch
 
 # Found offline with reference.rng (tests/harness/test_crafted.py checks both still hold):
 # seed 49605, position 0: sampling uniform of vocabulary index 794 is 1.99e-8 < 2^-25, so

@@ -1,13 +1,14 @@
 """The regression corpus: self-contained case files that CI replays on every run.
 
 A corpus entry is one JSON file under ``tests/regressions/`` (schema ``specfuzz-regression/1``,
-docs/interfaces.md section 6) holding a ``harness.cases.Case`` and where it came from: a confirmed
+docs/interfaces.md section 6) holding a ``harness.generation.cases.Case`` and where it came from: a confirmed
 fuzz failure (``save_failure``) or one of BUGS.md's degenerate inputs (``degenerate_seeds``).
 ``python -m harness replay PATH... --kernel SPEC`` rebuilds each case on the device under test and
 runs the per-case properties on it; exit 0 when every entry passes, 1 when any fails.
 ``replay --case JSON --only NAME`` does the same for one case given on the command line (the
 foreground reproduction of a ``crash`` / ``hang`` finding adds ``--in-process``). Kernel calls run in
-a supervised worker unless ``--in-process`` (harness/supervisor.py): a crashing entry is a failure of
+a supervised worker unless ``--in-process`` (harness/execution/supervisor.py): a crashing entry is a failure
+of
 that entry, and the replay goes on.
 
 File names are ``<name>.json`` where the name of a saved failure is derived from its failure key and
@@ -25,10 +26,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.cases import Case, encode_tensor
+from harness.generation.cases import Case, encode_tensor
 
 SCHEMA = "specfuzz-regression/1"
-CORPUS_DIR = Path(__file__).resolve().parents[1] / "tests" / "regressions"
+CORPUS_DIR = Path(__file__).resolve().parents[2] / "tests" / "regressions"
 
 
 @dataclass
@@ -350,8 +351,8 @@ def admits(property_name: str, kernel: object, ctx, case: Case) -> bool:
     e.g. ``max_draft=1`` for the g == 1 identity, ``families=("equal",)``) are checked; sizes are not,
     so a large corpus case still replays under a small profile.
     """
+    from harness.generation.strategies import CaseSpace, temperature_band
     from harness.properties import REGISTRY
-    from harness.strategies import CaseSpace, temperature_band
 
     prop = REGISTRY[property_name]
     whole = CaseSpace.for_kernel(ctx.profile, kernel)
@@ -406,10 +407,10 @@ def replay(entry: Entry, where: str, kernel: object, ctx, only: list[str] | None
 def _cmd_replay(args) -> int:
     import torch
 
+    from harness.execution.supervisor import close, profile_with_limits, supervise
     from harness.plugins import PluginError, load_kernel
     from harness.profiles import PROFILES, active_profile_name
     from harness.properties.base import RunContext
-    from harness.supervisor import close, profile_with_limits, supervise
 
     try:
         kernel = load_kernel(args.kernel)
@@ -489,8 +490,8 @@ def _cmd_corpus(args) -> int:
 
 def add_cli(subparsers) -> None:
     """``replay PATH... --kernel SPEC`` and ``corpus seed|list``."""
+    from harness.execution.supervisor import add_supervision_args
     from harness.plugins import DEFAULT_KERNEL_SPEC
-    from harness.supervisor import add_supervision_args
 
     p = subparsers.add_parser("replay", help="rerun regression corpus entries against a kernel")
     p.add_argument("paths", nargs="*", help="case files or directories (default: tests/regressions)")

@@ -6,7 +6,7 @@ still determined, or constrained to a set, by the ids it emitted. ``consequence_
 one output on every such fact (pure function; ``Tally`` counts what was judged):
 
 - ``logprob_value``: each emitted token's logprob equals ``log_softmax(logits / T)`` of the row it was
-  emitted from (raw logits for greedy rows), within ``harness.tolerances.LOGPROB_TOLERANCE`` of the
+  emitted from (raw logits for greedy rows), within ``harness.judging.tolerances.LOGPROB_TOLERANCE`` of the
   logit dtype;
 - ``greedy_not_argmax``: a greedy row (``T == 0``) accepts exactly the drafts that are the lowest-index
   argmax of their rows, up to the first that is not, and then emits that row's argmax;
@@ -21,11 +21,11 @@ one output on every such fact (pure function; ``Tally`` counts what was judged):
   ``tau >= max{i : p_i == 1}``;
 - ``block_stop_impossible``: ``tau = i >= 1`` needs ``h_i > 0``, i.e. a non-empty block residual
   ``Z_{i+1} = sum (p_i b_{i+1} - q_{i+1})_+ > 0``.
-Zero-probability tokens (``-inf`` logits) and the contract are judged by harness/output_checks.py.
+Zero-probability tokens (``-inf`` logits) and the contract are judged by harness/judging/output_checks.py.
 
 Float32 kernels compute these quantities with rounding, so a relation is asserted only where it is
 robust: a ratio or residual term counts as ``> 1`` / ``> 0`` / ``== 0`` only when it clears the
-decision slack of harness/decision_compare.py (log-space ``16 (k + 1) rel + 1e-5`` with ``rel`` from
+decision slack of harness/judging/decision_compare.py (log-space ``16 (k + 1) rel + 1e-5`` with ``rel`` from
 the request's largest ``|logit| / T``; ``p_tau`` is carried as an interval; a ratio of
 probabilities below float32's normal range is not decided), and a correction is
 judged only when the robust part of its residual has mass >= ``MASS_FLOOR`` (a float32 kernel may
@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.contract import VerifyBatch, VerifyOutput
-from harness.decision_compare import BASE_ACCEPT_TOL, EPS32, exponent_scale
-from harness.output_checks import Violation
-from harness.tolerances import exponent_scale_of_rows, logprob_tolerance
+from harness.judging.decision_compare import BASE_ACCEPT_TOL, EPS32, exponent_scale
+from harness.judging.output_checks import Violation
+from harness.judging.tolerances import exponent_scale_of_rows, logprob_tolerance
 from reference.probs import effective_temperature, greedy_argmax, log_softmax_rows
 
 # A residual whose robust mass is below this may be empty in float32 (then the documented fallback

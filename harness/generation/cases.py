@@ -1,7 +1,8 @@
 """A self-contained, JSON-able description of one batch, and its round trip to ``VerifyBatch``.
 
 A case is a recipe: sizes, per-request temperatures/seeds/positions, the logit family and the seed the
-bulk arrays are drawn from (harness/logit_families.py). It rebuilds the identical batch on any device.
+bulk arrays are drawn from (harness/generation/logit_families.py). It rebuilds the identical batch on any
+device.
 When a batch did not come from a recipe (a transformed or hand-made batch), ``case_from_batch``
 stores the tensors themselves under ``"tensors"`` (exact bytes, base64), which override the recipe.
 Reports, reproduction commands and the regression corpus all carry cases in this form.
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 
 from harness.contract import BATCH_TENSOR_FIELDS, VerifyBatch
-from harness.logit_families import generate
+from harness.generation.logit_families import generate
 
 CASE_VERSION = 1
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -47,7 +47,7 @@ def versions() -> dict[str, str]:
 
 
 def git_commit(root: Path | None = None) -> str:
-    root = root or Path(__file__).resolve().parents[1]
+    root = root or Path(__file__).resolve().parents[2]
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10

@@ -173,7 +173,8 @@ def support_violations(batch: VerifyBatch, out: VerifyOutput) -> list[Violation]
 
 
 def guard_violations(guards: dict, cls: str, who: str) -> list[Violation]:
-    """One ``cls`` violation when any guard band of ``guards`` (name -> ``harness.guard_bands.Guarded``)
+    """One ``cls`` violation when any guard band of ``guards`` (name ->
+    ``harness.execution.guard_bands.Guarded``)
     changed: ``who`` wrote outside its tensors."""
     broken = [name for name, g in guards.items() if not g.intact()]
     if not broken:

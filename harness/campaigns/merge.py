@@ -226,8 +226,8 @@ def merged_exit_code(report: dict) -> int:
 
 
 def _cmd_merge(args) -> int:
-    from harness.report import json_safe
-    from harness.report_html import write_html
+    from harness.reporting.report import json_safe
+    from harness.reporting.report_html import write_html
 
     try:
         reports = load_reports(args.paths)
@@ -254,7 +254,7 @@ def _cmd_merge(args) -> int:
 
 def add_cli(subparsers) -> None:
     """``merge`` (and ``html``, which renders any report.json) subcommands."""
-    from harness import report_html
+    from harness.reporting import report_html
 
     p = subparsers.add_parser("merge", help="merge shard reports (report.json) into one report")
     p.add_argument("paths", nargs="+", help="report.json files or directories searched for them")
@@ -264,10 +264,10 @@ def add_cli(subparsers) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m harness.merge PATHS... --out DIR``), same as ``harness merge``."""
+    """Stand-alone entry (``python -m harness.campaigns.merge PATHS... --out DIR``), as ``harness merge``."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m harness.merge")
+    parser = argparse.ArgumentParser(prog="python -m harness.campaigns.merge")
     sub = parser.add_subparsers(dest="command", required=True)
     add_cli(sub)
     args = parser.parse_args(["merge", *(argv if argv is not None else __import__("sys").argv[1:])])

@@ -1,7 +1,8 @@
 """Logit families: bulk target/draft logits and draft tokens, generated from one seed with NumPy.
 
 Every family is a pure function of ``(family, scale, vocab_size, draft_lens, temperatures,
-has_draft_logits, data_seed)``, so a case description (harness/cases.py) rebuilds the same arrays on
+has_draft_logits, data_seed)``, so a case description (harness/generation/cases.py) rebuilds the same arrays
+on
 any machine. Each family targets a class of bug (BUGS.md): ``ties`` (greedy tie-break, #12),
 ``one_hot``/``equal`` (p == q, #20), ``disjoint`` and ``target_zero`` (zero-probability drafts, #8),
 ``masked`` (``-inf`` masks, #9), ``huge`` (magnitudes to 1e4, #13/#14), ``all_negative`` (padded vocab

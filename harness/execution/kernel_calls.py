@@ -7,7 +7,7 @@ context is corrupted (an illegal address poisons every later launch in the proce
 ``DeviceFault`` is raised instead: the runner then continues the remaining properties in a fresh
 subprocess (harness/runner.py).
 
-``KernelFault`` is what a supervised call (harness/supervisor.py) raises when the worker process
+``KernelFault`` is what a supervised call (harness/execution/supervisor.py) raises when the worker process
 running the kernel died (a signal, a hard exit), left its CUDA device unusable, or outlived its time
 limit. It is deliberately not a ``KernelRaised``: properties that judge the kernel's exceptions (bad
 input must raise ``ValueError``) never see it, and it travels up to ``CaseProperty.check_guarded``

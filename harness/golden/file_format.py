@@ -11,8 +11,9 @@ Schema ``specfuzz-golden/1`` (JSON, gzip-compressed when the name ends in ``.gz`
                    "answer": { "ids": [[int]], "n": [int], "logprobs": base64 float32 | null,
                                "error": null | str } } ] }
 
-Grid cases are stored as their ``harness.cases.Case`` dicts (a few hundred bytes each). The
-crafted cases of ``harness.crafted`` carry explicit tensors (up to 260 KB each), so they are stored by
+Grid cases are stored as their ``harness.generation.cases.Case`` dicts (a few hundred bytes each). The
+crafted cases of ``harness.generation.crafted`` carry explicit tensors (up to 260 KB each), so they are
+stored by
 label and rebuilt with ``crafted_cases(space.methods, space.dtypes)``; ``input_sha`` proves at
 replay time that every rebuilt batch is the recorded one, bit for bit.
 
@@ -34,10 +35,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.cases import DTYPES, Case, build_batch
 from harness.contract import VerifyBatch, VerifyOutput, has_random_draws
-from harness.crafted import crafted_cases
-from harness.kernel_calls import KernelRaised, call_random_draws, call_verify
+from harness.execution.kernel_calls import KernelRaised, call_random_draws, call_verify
+from harness.generation.cases import DTYPES, Case, build_batch
+from harness.generation.crafted import crafted_cases
 
 SCHEMA = "specfuzz-golden/1"
 
@@ -156,7 +157,7 @@ def stored_form(case: Case) -> dict:
 
 
 def rebuild_cases(stored: list[dict], space: dict) -> list[Case]:
-    """The ``Case`` of every stored entry (crafted ones rebuilt from ``harness.crafted``)."""
+    """The ``Case`` of every stored entry (crafted ones rebuilt from ``harness.generation.crafted``)."""
     crafted = None
     out = []
     for d in stored:
@@ -168,7 +169,7 @@ def rebuild_cases(stored: list[dict], space: dict) -> list[Case]:
             crafted = {(c.label, c.method, c.dtype): c for c in crafted_cases(space["methods"], dtypes)}
         key = (d["crafted"], d["method"], d["dtype"])
         if key not in crafted:
-            raise ValueError(f"crafted case {key} no longer exists in harness.crafted")
+            raise ValueError(f"crafted case {key} no longer exists in harness.generation.crafted")
         out.append(crafted[key])
     return out
 

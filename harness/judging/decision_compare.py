@@ -12,7 +12,7 @@ argmax of identical raw logits is exact, and exact ties resolve to the lowest in
 
 Tolerances scale with ``S`` = the largest finite ``|logit| / T`` the request's rows feed into exp:
 a float32 softmax has relative error of about ``2**-23 * S`` in every probability. Logprobs are
-compared with the tolerance table of harness/tolerances.py (as ``law_consequences`` does); the
+compared with the tolerance table of harness/judging/tolerances.py (as ``law_consequences`` does); the
 disagreement's ``tolerance`` is the bound that was exceeded.
 """
 
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from harness.contract import VerifyBatch, VerifyOutput
-from harness.tolerances import exponent_scale_of_rows, logprob_tolerance
+from harness.judging.tolerances import exponent_scale_of_rows, logprob_tolerance
 from reference.verify import ReferenceResult
 
 EPS32 = 2.0**-23
@@ -89,7 +89,7 @@ def compare_decisions(
     greedy = batch.temperature.cpu().numpy() == 0.0
     rel = BASE_ACCEPT_TOL + 4 * EPS32 * exponent_scale(batch)
     vocab = batch.vocab_size
-    lp_tol = logprob_tolerance(batch.target_logits.dtype)  # the one table (harness/tolerances.py)
+    lp_tol = logprob_tolerance(batch.target_logits.dtype)  # the one table (harness/judging/tolerances.py)
     for r in range(batch.num_reqs):
         nk, nr = int(emitted[r]), int(ref.num_emitted[r])
         tok_k, tok_r = ids[r, :nk].tolist(), ref.output_token_ids[r, :nr].tolist()

@@ -18,8 +18,8 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from harness.cases import Case, build_batch, case_from_batch
 from harness.contract import VerifyBatch
+from harness.generation.cases import Case, build_batch, case_from_batch
 
 Transform = Callable[[VerifyBatch, np.random.Generator], VerifyBatch]
 

@@ -1,4 +1,5 @@
-"""Hypothesis strategies that draw ``Case`` descriptions (harness/cases.py) of verification batches.
+"""Hypothesis strategies that draw ``Case`` descriptions (harness/generation/cases.py) of verification
+batches.
 
 What is drawn element by element is only the small, structural part of a case (sizes, per-request
 temperatures, seeds, positions, family, dtype, chunk budget); the bulk logits come from a drawn
@@ -16,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import strategies as st
 
-from harness.cases import Case
 from harness.contract import capabilities_of
-from harness.logit_families import FAMILIES
+from harness.generation.cases import Case
+from harness.generation.logit_families import FAMILIES
 from harness.profiles import Profile
 
 _PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 127, 251, 257, 509, 1021, 4093, 8191, 65521, 131071)
