@@ -28,15 +28,26 @@ from bench.torch_eager import rejection_sample_eager
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_grid_args(p: argparse.ArgumentParser) -> None:
+    """The shape grid's options (issue 3's grid by default); ``apply_quick`` applies ``--quick``."""
     p.add_argument("--requests", type=int, nargs="+", default=[1, 16, 128, 512])
     p.add_argument("--draft-lens", type=int, nargs="+", default=[1, 4, 8])
     p.add_argument("--vocabs", type=int, nargs="+", default=[32000, 128256, 151936, 262144])
     p.add_argument("--dtypes", nargs="+", default=["bf16", "fp32"], choices=sorted(DTYPES))
-    p.add_argument("--methods", nargs="+", default=["token", "block"])
+    p.add_argument("--methods", nargs="+", default=["token", "block"], choices=["token", "block"])
     p.add_argument("--drafts", nargs="+", default=["logits", "point"], choices=["logits", "point"])
     p.add_argument("--quick", action="store_true", help="requests 1/128/512, k 1/8, V 32000/262144")
+
+
+def apply_quick(args: argparse.Namespace) -> argparse.Namespace:
+    if args.quick:
+        args.requests, args.draft_lens, args.vocabs = [1, 128, 512], [1, 8], [32000, 262144]
+    return args
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_grid_args(p)
     p.add_argument("--no-eager", action="store_true")
     p.add_argument("--rep", type=int, default=60, help="do_bench rep (ms)")
     p.add_argument("--skip-memory", action="store_true")
@@ -54,10 +65,7 @@ def parse_args(argv=None):
                         "are the argmax, all accepted)")
     p.add_argument("--registers", action="store_true",
                    help="end with the registers and spills of every compiled kernel variant")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.requests, args.draft_lens, args.vocabs = [1, 128, 512], [1, 8], [32000, 262144]
-    return args
+    return apply_quick(p.parse_args(argv))
 
 
 def copy_bandwidth() -> float:

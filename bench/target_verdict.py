@@ -166,8 +166,7 @@ def main(argv=None):
             if not rows:
                 print(header, flush=True)
             dtype = dtypes[dtype_name]
-            read_rows = reqs * (k + 1) + (reqs * k if draft == "logits" else 0)
-            read_rows += 2 * reqs * k if (method, draft) == ("block", "logits") else 0
+            read_rows = floors.read_rows(reqs, k, method, draft)
             key = (read_rows, reqs, vocab, dtype_name)
             if key not in cache:
                 cache[key] = floor_times(read_rows, reqs, vocab, dtype, pool)

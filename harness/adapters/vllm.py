@@ -34,6 +34,9 @@ The MRV2 mapping from ``VerifyBatch`` (what ``RejectionSampler`` in
   metadata and target rows are sliced per chunk, draft logits stay global, as in vLLM.
 - Output: ``sampled[r, i]`` for ``i >= num_sampled[r]`` is uninitialised in vLLM and becomes ``-1``.
 
+``MRV2Arguments`` builds these arguments once per batch: ``mrv2.verify`` calls vLLM on them chunk by
+chunk, ``bench/vs_vllm.py`` times vLLM's call alone on them.
+
 Domain (``Capabilities.min_temperature``): vLLM's ``SamplingParams`` raises a temperature in
 (0, 0.01) to 0.01 and treats one below 1e-5 as greedy, so no positive temperature below 0.01 reaches
 these kernels; the harness draws none.
@@ -265,6 +268,90 @@ def _pad_after_emitted(ids: torch.Tensor, num: torch.Tensor) -> torch.Tensor:
     return torch.where(cols[None, :] < num[:, None].to(torch.int64), ids.to(torch.int64), -1)
 
 
+def mrv2_rejection_sample():
+    """vLLM's MRV2 ``rejection_sample`` itself, after the version and signature guard (raises
+    ``VllmUnavailable``): for callers that time it alone on ``MRV2Arguments``."""
+    return _import_vllm()["rejection_sample"]
+
+
+class MRV2Arguments:
+    """``rejection_sample``'s arguments for one ``VerifyBatch``: the MRV2 mapping of the module
+    docstring, built once per batch on its device.
+
+    ``chunks()`` are vLLM's request chunks for the batch's ``max_chunk_bytes``; ``for_requests(start,
+    end)`` returns ``(args, kwargs)`` for requests ``start..end-1``, including what vLLM's ``Sampler``
+    does to the target rows before the verifier sees them (the float32 copy and ``apply_temperature``
+    when a temperature is not 0 or 1). Raises ``VllmUnavailable`` when vLLM cannot be used.
+    """
+
+    def __init__(self, batch: VerifyBatch):
+        self.api = _import_vllm()
+        self.batch = batch
+        dev = batch.device
+        lengths = batch.draft_lengths()
+        num_reqs, vocab = batch.num_reqs, batch.vocab_size
+        self.steps = steps = max(lengths, default=0)
+        slots = num_reqs + 1
+        self.slot_of_req = slot_of_req = torch.arange(num_reqs - 1, -1, -1, device=dev) + 1
+        self.cu_logits_np = np.concatenate([[0], np.cumsum(np.asarray(lengths, dtype=np.int64) + 1)])
+        self.cu_logits = torch.as_tensor(self.cu_logits_np, dtype=torch.int32, device=dev)
+        rows_per_req = torch.as_tensor(np.asarray(lengths) + 1, device=dev)
+        row_req = torch.repeat_interleave(torch.arange(num_reqs, device=dev), rows_per_req)
+        local_pos = torch.arange(batch.num_logits, device=dev) - self.cu_logits.to(torch.int64)[row_req]
+        self.local_pos = local_pos
+        self.expanded_slot = slot_of_req[row_req].to(torch.int32)
+        self.pos = batch.positions.to(torch.int64)[row_req] + local_pos
+
+        self.temperature = torch.zeros(slots, dtype=torch.float32, device=dev)
+        self.temperature[slot_of_req] = batch.temperature.to(torch.float32)
+        self.seed = torch.zeros(slots, dtype=torch.int64, device=dev)
+        self.seed[slot_of_req] = batch.seeds.to(torch.int64)
+
+        self.draft_sampled = torch.zeros(batch.num_logits, dtype=torch.int32, device=dev)
+        is_draft_row = local_pos > 0
+        self.draft_sampled[is_draft_row] = batch.draft_token_ids.to(torch.int32)
+        self.draft_logits = None
+        if batch.draft_logits is not None:
+            shape = (slots, max(steps, 1), vocab)
+            self.draft_logits = torch.zeros(shape, dtype=batch.draft_logits.dtype, device=dev)
+            draft_row_req = row_req[is_draft_row]
+            self.draft_logits[slot_of_req[draft_row_req], local_pos[is_draft_row] - 1] = batch.draft_logits
+        self.needs_processing = any(t not in (0.0, 1.0) for t in batch.temperature.tolist())
+
+    def chunks(self) -> list[tuple[int, int]]:
+        """``(start, end)`` request ranges as vLLM's serving wrapper splits the batch."""
+        budget, vocab = self.batch.max_chunk_bytes, self.batch.vocab_size
+        if budget is None:
+            max_rows = self.api["max_chunk_logits"](vocab)
+        else:
+            max_rows = max(1, budget // (vocab * self.api["fp32_bytes"]))
+        if self.batch.num_logits <= max_rows:
+            return [(0, self.batch.num_reqs)]
+        return list(self.api["iter_request_chunks"](self.cu_logits_np, max_rows))
+
+    def for_requests(self, start: int, end: int) -> tuple[tuple, dict]:
+        """``rejection_sample(*args, **kwargs)`` for requests ``start..end-1`` (whole batch: 0, R)."""
+        lo, hi = int(self.cu_logits_np[start]), int(self.cu_logits_np[end])
+        target = self.batch.target_logits[lo:hi]
+        if self.needs_processing:
+            target = torch.empty_like(target, dtype=torch.float32).copy_(target)
+            self.api["apply_temperature"](target, self.expanded_slot[lo:hi], self.temperature)
+        args = (
+            target,
+            self.draft_logits,
+            self.draft_sampled[lo:hi],
+            self.cu_logits[start : end + 1] - lo,
+            self.pos[lo:hi],
+            self.slot_of_req[start:end].to(torch.int32),
+            self.expanded_slot[lo:hi],
+            self.local_pos[lo:hi].to(torch.int32),
+            self.temperature,
+            self.seed,
+            self.steps,
+        )
+        return args, {"use_block_verification": self.batch.method == "block"}
+
+
 class VllmMRV2:
     """Model Runner V2's ``rejection_sample``, token and block verification (module docstring)."""
 
@@ -273,73 +360,16 @@ class VllmMRV2:
     capabilities = _capabilities(frozenset(LOGIT_DTYPES), chunking=True)
 
     def verify(self, batch: VerifyBatch) -> VerifyOutput:
-        api = _import_vllm()
-        dev = batch.device
-        lengths = batch.draft_lengths()
-        num_reqs, vocab = batch.num_reqs, batch.vocab_size
-        steps = max(lengths, default=0)
-        slots = num_reqs + 1
-        slot_of_req = torch.arange(num_reqs - 1, -1, -1, device=dev) + 1
-        cu_logits_np = np.concatenate([[0], np.cumsum(np.asarray(lengths, dtype=np.int64) + 1)])
-        cu_logits = torch.as_tensor(cu_logits_np, dtype=torch.int32, device=dev)
-        rows_per_req = torch.as_tensor(np.asarray(lengths) + 1, device=dev)
-        row_req = torch.repeat_interleave(torch.arange(num_reqs, device=dev), rows_per_req)
-        local_pos = torch.arange(batch.num_logits, device=dev) - cu_logits.to(torch.int64)[row_req]
-        expanded_slot = slot_of_req[row_req].to(torch.int32)
-        pos = batch.positions.to(torch.int64)[row_req] + local_pos
-
-        temperature = torch.zeros(slots, dtype=torch.float32, device=dev)
-        temperature[slot_of_req] = batch.temperature.to(torch.float32)
-        seed = torch.zeros(slots, dtype=torch.int64, device=dev)
-        seed[slot_of_req] = batch.seeds.to(torch.int64)
-
-        draft_sampled = torch.zeros(batch.num_logits, dtype=torch.int32, device=dev)
-        is_draft_row = local_pos > 0
-        draft_sampled[is_draft_row] = batch.draft_token_ids.to(torch.int32)
-        draft_logits = None
-        if batch.draft_logits is not None:
-            shape = (slots, max(steps, 1), vocab)
-            draft_logits = torch.zeros(shape, dtype=batch.draft_logits.dtype, device=dev)
-            draft_row_req = row_req[is_draft_row]
-            draft_logits[slot_of_req[draft_row_req], local_pos[is_draft_row] - 1] = batch.draft_logits
-
-        temps = batch.temperature.tolist()
-        needs_processing = any(t not in (0.0, 1.0) for t in temps)
-        budget = batch.max_chunk_bytes
-        if budget is None:
-            max_rows = api["max_chunk_logits"](vocab)
-        else:
-            max_rows = max(1, budget // (vocab * api["fp32_bytes"]))
-        if batch.num_logits <= max_rows:
-            chunks = [(0, num_reqs)]
-        else:
-            chunks = list(api["iter_request_chunks"](cu_logits_np, max_rows))
+        call = MRV2Arguments(batch)
         sampled_parts, num_parts = [], []
-        for start, end in chunks:
-            lo, hi = int(cu_logits_np[start]), int(cu_logits_np[end])
-            target = batch.target_logits[lo:hi]
-            if needs_processing:
-                target = torch.empty_like(target, dtype=torch.float32).copy_(target)
-                api["apply_temperature"](target, expanded_slot[lo:hi], temperature)
-            sampled, num_sampled = api["rejection_sample"](
-                target,
-                draft_logits,
-                draft_sampled[lo:hi],
-                cu_logits[start : end + 1] - lo,
-                pos[lo:hi],
-                slot_of_req[start:end].to(torch.int32),
-                expanded_slot[lo:hi],
-                local_pos[lo:hi].to(torch.int32),
-                temperature,
-                seed,
-                steps,
-                use_block_verification=batch.method == "block",
-            )
+        for start, end in call.chunks():
+            args, kwargs = call.for_requests(start, end)
+            sampled, num_sampled = call.api["rejection_sample"](*args, **kwargs)
             sampled_parts.append(sampled)
             num_parts.append(num_sampled)
         num = torch.cat(num_parts).to(torch.int32)
         ids = _pad_after_emitted(torch.cat(sampled_parts), num)
-        return VerifyOutput(output_token_ids=ids[:, : steps + 1].contiguous(), num_emitted=num)
+        return VerifyOutput(output_token_ids=ids[:, : call.steps + 1].contiguous(), num_emitted=num)
 
 
 class VllmV1:
