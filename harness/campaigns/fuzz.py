@@ -58,6 +58,7 @@ from harness.properties.base import (
     PropertyResult,
     RunContext,
 )
+from harness.properties.statistical import STAT_SECONDS_PER_PROPERTY
 
 MARGIN_ELEMENT_CAP = 1 << 22  # oracle margins are computed (for guidance) only for batches this small
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*$")
@@ -300,6 +301,11 @@ class Campaign:
             if isinstance(prop, CaseProperty):
                 self._search(prop, ctx, deadline)
             else:
+                # A statistical property cannot stop half way; it skips itself when its projected
+                # kernel time exceeds this (the profile's per-property share, capped by the time left).
+                ctx.extra["stat_seconds_per_property"] = max(
+                    1.0, min(STAT_SECONDS_PER_PROPERTY.get(self.profile.name, 600.0), deadline - now)
+                )
                 self._run_whole(prop, ctx)
             last_seconds[name] = time.monotonic() - t0
             if ctx.extra.get("device_fault"):

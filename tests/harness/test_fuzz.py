@@ -238,3 +238,19 @@ def test_stop_on_failure_ends_the_campaign_and_times_the_failure(tmp_path):
     assert c.items_done == 1
     (failure,) = c.report("t", 1.0, {})["properties"][0]["failures"]
     assert 0 < failure["found_after_s"] < 60
+
+
+def test_a_statistical_item_that_would_outlast_the_budget_is_skipped_not_run(tmp_path, monkeypatch):
+    """A statistical property cannot stop half way, so the campaign hands it the time left as its
+    budget: projected at 60 s of kernel time (inside the ci profile's own 120 s) with a 5 s campaign
+    budget, it must be skipped at once and say so; before this it ran whole, far past the budget."""
+    from harness.properties import statistical
+
+    monkeypatch.setattr(statistical, "projected_seconds", lambda *a, **k: 60.0)
+    claimed, _ = select_properties(ReferenceKernel(), ["conditional_law"])
+    c = campaign(ReferenceKernel(), REFERENCE, tmp_path, max_items=1)
+    c.properties, c.budget_s = claimed, 5.0
+    seconds = c.run()
+    (prop,) = c.report("2026-12-04T00:00:00+00:00", seconds, {})["properties"]
+    assert prop["verdict"] == "skipped" and prop["cases"] == 0, prop
+    assert "budget 5s" in prop["note"] and seconds < 5.0

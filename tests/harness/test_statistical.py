@@ -131,7 +131,7 @@ def test_a_kernel_too_slow_for_the_profile_is_reported_not_run():
     ctx = _ctx(0)
     ctx.extra["statistical_kernel_cost"] = {}
     slow = Slow()
-    ctx.extra["statistical_kernel_cost"][id(slow)] = (0.0, 1.0)  # pretend: 1 s per request
+    ctx.extra["statistical_kernel_cost"][id(slow)] = (0.0, 1.0, 8 * 1024)  # pretend: 1 s per request
     result = REGISTRY["conditional_law"].run(slow, ctx)
     assert result.verdict == SKIPPED and "not run" in result.note and not result.statistics
 
@@ -150,7 +150,7 @@ def test_triton_kernels_conditional_law_with_a_small_sample_cap():
     ctx = RunContext(PROFILES["ci"], default_device(), 3, "harness.adapters.triton_kernels:kernel",
                      extra={"stat_max_samples": 16})
     # Run regardless of the measured speed: on a loaded CI machine the projection alone could skip it.
-    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 0.0)}
+    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 0.0, 8 * 1024)}
     result = REGISTRY["conditional_law"].run(kernel, ctx)
     assert result.verdict == PASS, [f.message for f in result.failures]
 
@@ -167,10 +167,24 @@ def test_projection_counts_per_call_cost_by_batches():
 
     ctx = RunContext(PROFILES["ci"], torch.device("cpu"), 1)
     kernel = object()
-    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.5, 0.0)}
+    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.5, 0.0, 8 * 1024)}
     assert projected_seconds(kernel, ctx, 100_000) == 0.5 * 49  # 2048 replicas per CPU batch
-    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 1e-3)}
+    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 1e-3, 8 * 1024)}
     assert projected_seconds(kernel, ctx, 100_000) == 100.0
+
+
+def test_projection_scales_the_per_request_cost_with_the_vocabulary_on_a_cpu_only():
+    """first_token_law at V = 262144 on a CPU: the pilot's per-request cost (8 x 1024 logits) times the
+    logits per request (3 x 262144: 96x); it once ran for many minutes with a projection of seconds.
+    On a GPU the pilot's per-request cost is launch noise and is not scaled."""
+    from harness.properties.statistical import projected_seconds
+
+    kernel = object()
+    for device, scale in (("cpu", 96.0), ("cuda", 1.0)):
+        ctx = RunContext(PROFILES["ci"], torch.device(device), 1)
+        ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 1e-3, 8 * 1024)}
+        assert projected_seconds(kernel, ctx, 1000, rows_per_request=3, vocab=262144) == 1.0 * scale
+        assert projected_seconds(kernel, ctx, 1000) == 1.0  # the pilot's own size: no scaling
 
 
 def test_sixteen_bit_copies_hold_exact_16bit_values_and_leave_the_float32_cases_alone():
