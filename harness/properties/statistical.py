@@ -100,31 +100,22 @@ def kernel_cost(kernel: object, ctx: RunContext) -> tuple[float, float]:
         timed(16)
         small = timed(64)
         if small > 0.5:
-            cost = (0.0, small / 64)
+            cache[id(kernel)] = (0.0, small / 64)
         else:
             per_request = max(0.0, (timed(1024) - small) / 960)
-            cost = (max(0.0, small - 64 * per_request), per_request)
-        cache[id(kernel)] = (*cost, base.target_logits.numel())
-    per_call, per_request, _ = cache[id(kernel)]
-    return per_call, per_request
+            cache[id(kernel)] = (max(0.0, small - 64 * per_request), per_request)
+    return cache[id(kernel)]
 
 
-def projected_seconds(
-    kernel: object, ctx: RunContext, total_samples: int, rows_per_request: int = 8, vocab: int = 1024
-) -> float:
-    """Kernel time for ``total_samples`` replicated requests of ``rows_per_request`` x ``vocab``
-    logits, in calls of the statistical layer's batch size on this device. On a CPU the per-request
-    cost measured on the small pilot request is scaled up by the logits per request (a property at
-    V = 262144 costs far more per request there: the interpreter and torch on a CPU are
-    compute-bound per element). On a GPU it is not: the pilot's per-request cost is launch noise
-    there, and scaling that noise by 1000x would skip properties that run in seconds."""
+def projected_seconds(kernel: object, ctx: RunContext, total_samples: int) -> float:
+    """Kernel time for ``total_samples`` replicated requests, in calls of the statistical layer's
+    batch size on this device (a conservative small-V batch: rows of 8 x 1024 float32)."""
     per_call, per_request = kernel_cost(kernel, ctx)
-    pilot_elements = ctx.extra["statistical_kernel_cost"][id(kernel)][2]
-    scale = 1.0
-    if ctx.device.type != "cuda":
-        scale = max(1.0, rows_per_request * vocab / max(1, pilot_elements))
-    calls = -(-total_samples // batch_size(ctx.device, rows_per_request, vocab, total_samples))
-    return calls * per_call + total_samples * per_request * scale
+    calls = -(-total_samples // batch_size(ctx.device, 8, 1024, total_samples))
+    return calls * per_call + total_samples * per_request
+
+
+PROBE_REQUESTS = 16
 
 
 def too_slow(
@@ -133,15 +124,21 @@ def too_slow(
     name: str,
     total_samples: int,
     started: float,
-    rows_per_request: int = 8,
-    vocab: int = 1024,
+    probe: Callable[[], float] | None = None,
 ) -> PropertyResult | None:
-    """A "skipped" result explaining the projection when ``total_samples`` requests of
-    ``rows_per_request`` x ``vocab`` logits would exceed the profile's time budget for one property
-    (or ``ctx.extra["stat_seconds_per_property"]``); None when the property can run."""
+    """A "skipped" result explaining the projection when ``total_samples`` would exceed the
+    profile's time budget for one property (or ``ctx.extra["stat_seconds_per_property"]``, which a
+    fuzz campaign sets to its time left); None when the property can run.
+
+    ``probe`` times ``PROBE_REQUESTS`` requests of the property's own size. Off a GPU a request's cost
+    grows with its logits, and the pilot request of ``kernel_cost`` has 32: a property whose requests
+    are far larger (first_token_law at V = 262144) passes a probe before it starts. On a GPU the
+    pilot is representative (its cost is per call) and no probe runs."""
     budget = (ctx.extra.get("stat_seconds_per_property")
               or STAT_SECONDS_PER_PROPERTY.get(ctx.profile.name, 600.0))
-    projected = projected_seconds(kernel, ctx, total_samples, rows_per_request, vocab)
+    projected = projected_seconds(kernel, ctx, total_samples)
+    if projected <= budget and probe is not None and ctx.device.type != "cuda":
+        projected = max(projected, total_samples * probe() / PROBE_REQUESTS)
     if projected <= budget:
         return None
     return PropertyResult(
@@ -749,8 +746,14 @@ class FirstTokenLaw(_Statistical):
         ]
         laws = [first_token_bins(r) for r in rows]
         total = len(kernel.methods) * sum(samples_needed(ctx, int(np.count_nonzero(p > 0))) for _, p in laws)
-        # each request is 2 target rows (+ 1 draft row) of the full vocabulary (_first_token_batches)
-        skipped = too_slow(kernel, ctx, self.name, total, started, rows_per_request=3, vocab=vocab)
+
+        def probe() -> float:
+            began = time.perf_counter()
+            batches = _first_token_batches(rows[0], sorted(kernel.methods)[0], PROBE_REQUESTS, 0, ctx.device)
+            count_cells(kernel, batches, lambda o, b, a: o.num_emitted * 0, 1)
+            return time.perf_counter() - began
+
+        skipped = too_slow(kernel, ctx, self.name, total, started, probe if rows else None)
         if skipped:
             return skipped
         records, findings = [], []

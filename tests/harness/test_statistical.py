@@ -131,7 +131,7 @@ def test_a_kernel_too_slow_for_the_profile_is_reported_not_run():
     ctx = _ctx(0)
     ctx.extra["statistical_kernel_cost"] = {}
     slow = Slow()
-    ctx.extra["statistical_kernel_cost"][id(slow)] = (0.0, 1.0, 8 * 1024)  # pretend: 1 s per request
+    ctx.extra["statistical_kernel_cost"][id(slow)] = (0.0, 1.0)  # pretend: 1 s per request
     result = REGISTRY["conditional_law"].run(slow, ctx)
     assert result.verdict == SKIPPED and "not run" in result.note and not result.statistics
 
@@ -150,7 +150,7 @@ def test_triton_kernels_conditional_law_with_a_small_sample_cap():
     ctx = RunContext(PROFILES["ci"], default_device(), 3, "harness.adapters.triton_kernels:kernel",
                      extra={"stat_max_samples": 16})
     # Run regardless of the measured speed: on a loaded CI machine the projection alone could skip it.
-    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 0.0, 8 * 1024)}
+    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 0.0)}
     result = REGISTRY["conditional_law"].run(kernel, ctx)
     assert result.verdict == PASS, [f.message for f in result.failures]
 
@@ -167,24 +167,31 @@ def test_projection_counts_per_call_cost_by_batches():
 
     ctx = RunContext(PROFILES["ci"], torch.device("cpu"), 1)
     kernel = object()
-    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.5, 0.0, 8 * 1024)}
+    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.5, 0.0)}
     assert projected_seconds(kernel, ctx, 100_000) == 0.5 * 49  # 2048 replicas per CPU batch
-    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 1e-3, 8 * 1024)}
+    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 1e-3)}
     assert projected_seconds(kernel, ctx, 100_000) == 100.0
 
 
-def test_projection_scales_the_per_request_cost_with_the_vocabulary_on_a_cpu_only():
-    """first_token_law at V = 262144 on a CPU: the pilot's per-request cost (8 x 1024 logits) times the
-    logits per request (3 x 262144: 96x); it once ran for many minutes with a projection of seconds.
-    On a GPU the pilot's per-request cost is launch noise and is not scaled."""
-    from harness.properties.statistical import projected_seconds
+def test_a_probe_of_the_property_size_bounds_the_projection_off_a_gpu():
+    """first_token_law at V = 262144 on a CPU: the pilot (4 x 8 logits) projected seconds and the
+    property ran for many minutes. A probe of 16 requests of the property's own size now bounds the
+    projection off a GPU; on a GPU the probe does not run (its pilot cost is per call)."""
+    from harness.properties.statistical import too_slow
 
-    kernel = object()
-    for device, scale in (("cpu", 96.0), ("cuda", 1.0)):
-        ctx = RunContext(PROFILES["ci"], torch.device(device), 1)
-        ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 1e-3, 8 * 1024)}
-        assert projected_seconds(kernel, ctx, 1000, rows_per_request=3, vocab=262144) == 1.0 * scale
-        assert projected_seconds(kernel, ctx, 1000) == 1.0  # the pilot's own size: no scaling
+    kernel, calls = object(), []
+
+    def probe():
+        calls.append(1)
+        return 1.0  # 16 requests in 1 s
+
+    for device, skipped in (("cpu", True), ("cuda", False)):
+        ctx = RunContext(PROFILES["ci"], torch.device(device), 1, extra={"stat_seconds_per_property": 30.0})
+        ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 1e-6)}
+        assert too_slow(kernel, ctx, "first_token_law", 1000, 0.0) is None  # the pilot alone: 1 ms
+        result = too_slow(kernel, ctx, "first_token_law", 1000, 0.0, probe)
+        assert (result is not None and "~62s" in result.note) if skipped else result is None
+    assert len(calls) == 1
 
 
 def test_sixteen_bit_copies_hold_exact_16bit_values_and_leave_the_float32_cases_alone():
