@@ -43,6 +43,13 @@ class RunContext:
     def rng(self, *labels: object) -> np.random.Generator:
         return np.random.default_rng(self.child_seed(*labels))
 
+    @property
+    def progress(self):
+        """Where a property reports how far it got (harness/progress.py; silent unless set)."""
+        from harness.progress import NULL
+
+        return self.extra.get("progress") or NULL
+
 
 @dataclass
 class StatRecord:

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
+from harness.budget import BudgetSpent, budget_note, deadline_passed
 from harness.cases import Case
 from harness.contract import capabilities_of
 from harness.kernel_calls import DeviceFault, KernelFault, KernelRaised
@@ -175,7 +176,7 @@ class CaseProperty:
         coverage = ctx.extra.setdefault("coverage", {})
 
         def budget_spent() -> bool:
-            if ctx.extra.get("device_fault"):
+            if ctx.extra.get("device_fault") or deadline_passed(ctx):
                 return True
             if state["first_fail"] is None:
                 return False
@@ -191,7 +192,10 @@ class CaseProperty:
                     if case.to_dict() == state["best"][0].to_dict():
                         raise _CaseFailed()
                     return
+            elif deadline_passed(ctx):  # check --budget: this property's share is spent
+                raise BudgetSpent()
             outcome = self.check_guarded(kernel, case, ctx)
+            ctx.progress.advance(result.cases + state["skipped"] + 1)
             if outcome.skipped:
                 state["skipped"] += 1
                 return
@@ -218,20 +222,32 @@ class CaseProperty:
             report_multiple_bugs=False,
             print_blob=False,
         )(seed(ctx.child_seed("property", self.name))(given(self.strategy(kernel, ctx))(one_case)))
+        anchors = self.anchor_cases(kernel, ctx)
+        planned = len(anchors) + profile.max_examples
+        ctx.progress.start(self.name, planned)
+        cut = False
         try:
-            for anchor in self.anchor_cases(kernel, ctx):
+            for anchor in anchors:
                 one_case(anchor)  # a failing anchor ends the property (reported unshrunk)
             runner()
         except _CaseFailed:
             pass
+        except BudgetSpent:
+            cut = True
         except Flaky as exc:
             if state["best"] is None:
                 result.verdict, result.note = ERROR, f"Hypothesis reported flakiness: {exc}"
         except Exception as exc:  # noqa: BLE001 -- a harness bug must not stop the run
             result.verdict, result.note = ERROR, f"harness error: {type(exc).__name__}: {exc}"
+        finally:
+            ctx.progress.finish()
         if state["best"] is not None:
             result.verdict = FAIL
             result.failures = state["best"][1]
+        elif cut:  # stopped before its examples were drawn: what it did not reach was not tested
+            result.verdict = SKIPPED
+            result.note = budget_note(result.cases + state["skipped"], planned, "cases",
+                                      time.perf_counter() - started)
         elif result.cases == 0 and result.verdict == PASS:  # nothing was judged: never a "pass"
             result.verdict = SKIPPED
             result.note = f"no applicable case among {state['skipped']} drawn"
