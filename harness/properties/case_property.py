@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
@@ -41,6 +41,7 @@ from harness.properties.base import (
     PropertyResult,
     RunContext,
 )
+from harness.shape_palette import palette
 from harness.strategies import CaseSpace, cases, coverage_of, in_temperature_domain
 
 
@@ -117,6 +118,11 @@ class CaseProperty:
     name: str = ""
     layer: int = 1
     summary: str = ""
+    # Whether cases carry drawn chunk budgets: only where the claim is about chunked calls
+    # (``chunk_invariance``: chunked == unchunked bit for bit, which every other property judges;
+    # ``structural``: guards and contract of chunked calls). Elsewhere a chunked call would only add
+    # compiled variants (chunk slices at unaligned rows, per-chunk batch sizes) to a run.
+    chunk_budgets: bool = False
 
     def not_claimed_reason(self, kernel: object) -> str | None:
         """Why the kernel does not claim this property (``None``: it does)."""
@@ -126,7 +132,13 @@ class CaseProperty:
         return self.not_claimed_reason(kernel) is None
 
     def space(self, kernel: object, ctx: RunContext) -> CaseSpace:
-        return CaseSpace.for_kernel(ctx.profile, kernel)
+        """The kernel's space under the profile, with the run's palette of shapes when the profile
+        has one (harness/shape_palette.py: one palette for every property of a run, from its seed)."""
+        space = CaseSpace.for_kernel(ctx.profile, kernel)
+        space = replace(space, chunking=space.chunking and self.chunk_budgets)
+        if not ctx.profile.shape_palette:
+            return space
+        return replace(space, shapes=palette(space, ctx.child_seed("shape palette")))
 
     def strategy(self, kernel: object, ctx: RunContext) -> st.SearchStrategy[Case]:
         return cases(self.space(kernel, ctx))
