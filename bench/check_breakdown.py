@@ -2,7 +2,7 @@
 
     python bench/check_breakdown.py [--kernel SPEC] [--profile P] [--device cpu|cuda] [--seed N]
                                     [--only NAME ...] [--max-examples N] [--cold] [--warm]
-                                    [--plan-gpu] [--json FILE] [--varied]
+                                    [--plan-gpu] [--prewarm] [--json FILE] [--varied]
 
 Runs the check in this process (no supervised worker; the same kernel, profile, device and seed
 defaults as ``python -m harness check``) and prints, per property: verdict, wall seconds, cases,
@@ -19,6 +19,8 @@ property, which kernel parameters took several classes (the reasons for the coun
   ``--warm``: a run in a fresh process on a cache that holds what the cold run compiled (or the
   user's cache when ``--cold`` is not given). Both: cold, then warm, on the same cache. Neither: one
   run in this process on the current cache.
+- ``--prewarm`` (GPU): compile the run's planned keys in parallel before the properties
+  (harness/prewarm.py); the header gives its seconds, and ``load`` then counts what it compiled.
 - ``--plan-gpu``: no kernel runs; the keys an H200 would compile are worked out on this machine
   (harness/planning.py: our kernels' compiled-Triton launch plan, oracle answers). Default profile
   then ``gpu``. Times are those of the planning run, not of a GPU.
@@ -62,6 +64,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--cold", action="store_true", help="a fresh process on an empty Triton cache")
     p.add_argument("--warm", action="store_true", help="a fresh process on a filled Triton cache")
     p.add_argument("--plan-gpu", action="store_true", help="keys an H200 would compile, worked out here")
+    p.add_argument("--prewarm", action="store_true",
+                   help="GPU: compile the run's planned keys in parallel first (harness/prewarm.py)")
     p.add_argument("--varied", action="store_true", help="print what varied between each property's keys")
     p.add_argument("--json", metavar="FILE", default=None, help="write the runs' rows as JSON")
     p.add_argument("--child-json", default=None, help=argparse.SUPPRESS)
@@ -95,6 +99,13 @@ def one_run(args) -> dict:
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     rows, seen = [], set()
     started = time.perf_counter()
+    prewarm_s = None
+    if args.prewarm and device.type == "cuda" and not args.plan_gpu:
+        from harness.prewarm import prewarm
+
+        prewarm(name, seed, device="cuda", kernel_spec=args.kernel, max_examples=args.max_examples,
+                names=args.only, say=lambda s: print(s, file=sys.stderr, flush=True))
+        prewarm_s = time.perf_counter() - started
     with _key_source(args, ctx) as (kernel, keys), CompileLog() as compiles, split.instrument():
         timed = TimedKernel(kernel, split, sync)
         for prop in select_properties(args.only):
@@ -116,6 +127,7 @@ def one_run(args) -> dict:
                 "per_kernel": dict(per_kernel(used)), "varied": varied(used),
                 "weakest_tv": max((s.detectable_tv for s in res.statistics), default=None),
                 "assertions": len(res.statistics),
+                "key_list": sorted(key_text(k) for k in used),
             }
             row["other"] = max(0.0, wall - row["kernel"] - row["build"] - row["oracle"])
             seen |= used
@@ -126,7 +138,13 @@ def one_run(args) -> dict:
     label = "planned for an H200" if args.plan_gpu else f"{device.type}, cache {cache}"
     return {"label": label, "seed": seed, "profile": name, "device": device.type, "rows": rows,
             "seconds": time.perf_counter() - started, "compile_hooks": compiles.available,
-            "distinct_keys": len(seen)}
+            "distinct_keys": len(seen), "prewarm_s": prewarm_s}
+
+
+def key_text(kernel_key) -> str:
+    """One key as text: ``kernel|param=class,...`` (the JSON's ``key_list``, for comparing runs)."""
+    kernel, key = kernel_key
+    return kernel.rsplit(".", 1)[-1] + "|" + ",".join(f"{n}={c}" for n, c in key)
 
 
 class _key_source:
@@ -171,8 +189,9 @@ def _cells(values) -> str:
 
 
 def table(run: dict) -> str:
-    head = (f"{run['label']} -- profile {run['profile']}, seed {run['seed']}, {run['seconds']:.1f}s, "
-            f"{run['distinct_keys']} distinct keys"
+    prewarmed = f" (prewarm {run['prewarm_s']:.1f}s)" if run.get("prewarm_s") is not None else ""
+    head = (f"{run['label']} -- profile {run['profile']}, seed {run['seed']}, "
+            f"{run['seconds']:.1f}s{prewarmed}, {run['distinct_keys']} distinct keys"
             + ("" if run["compile_hooks"] else " (no compile hooks: nothing compiles here)"))
     lines = [head, _cells(COLUMNS)]
     lines += [_cells(row[c] for c in COLUMNS) for row in run["rows"]]

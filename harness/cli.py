@@ -86,6 +86,12 @@ def add_check_cli(subparsers) -> None:
         help="wall time for all properties (90s, 3m, 1h): equal shares of what is left; what it does "
         "not reach is reported 'skipped for budget', never passed",
     )
+    p.add_argument(
+        "--prewarm",
+        action="store_true",
+        help="GPU: first compile every Triton specialisation the run will launch, in parallel "
+        "(harness/prewarm.py; our kernels only)",
+    )
     add_supervision_args(p)
     p.add_argument(
         "--max-examples",
@@ -191,6 +197,11 @@ def run_check(args: argparse.Namespace) -> int:
         ctx.extra["budget_s"] = budget_s
     say("domain: " + " ".join(f"{k}={v}" for k, v in ctx.extra["domain"].items()))
     started, t0 = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
+    if args.prewarm and device.type == "cuda":
+        from harness.prewarm import prewarm
+
+        prewarm(profile.name, seed, device="cuda", kernel_spec=args.kernel, say=say,
+                max_examples=args.max_examples, names=args.only)
     results = []
     kernel = supervise(kernel, args.kernel, profile, args.in_process)
     with interrupt_on_sigterm():  # a time limit still gets the summary and the report of what ran
