@@ -12,7 +12,11 @@
   ``crash`` / ``hang`` finding, and the session goes on); ``--in-process`` turns that off,
   ``--time-limit SECONDS`` sets the per-call limit.
 - Under ``pytest -n N`` on a GPU machine, each xdist worker is pinned to one GPU
-  (``CUDA_VISIBLE_DEVICES``), round robin over the GPUs already visible to the controller.
+  (``CUDA_VISIBLE_DEVICES``), round robin over the GPUs already visible to the controller, and the
+  controller first compiles, in parallel, every Triton specialisation that a check of the active
+  profile with ``SPECFUZZ_SEED`` makes (``python -m harness.prewarm``: what the property tests
+  draw), so that the workers load binaries instead of compiling the same ones at the same time.
+  ``SPECFUZZ_PREWARM=0`` turns that off; nothing happens without a GPU or with another ``--kernel``.
 """
 
 from __future__ import annotations
@@ -74,12 +78,36 @@ def visible_gpus() -> list[str]:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_setupnodes(config, specs):
-    """Controller side, before workers start: give worker i the GPU ``visible[i % n]``."""
+    """Controller side, before workers start: give worker i the GPU ``visible[i % n]``, then prewarm
+    the Triton cache (module docstring)."""
     gpus = visible_gpus()
     if not gpus:
         return
     for index, spec in enumerate(specs):
         spec.env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
+    prewarm_command = prewarm_argv(config, gpus)
+    if prewarm_command:
+        import subprocess
+        import sys
+
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpus[0])
+        subprocess.run([sys.executable, *prewarm_command], env=env, check=False)
+
+
+def prewarm_argv(config, gpus: list[str]) -> list[str] | None:
+    """``-m harness.prewarm ...`` for the controller, or None: no GPU, ``SPECFUZZ_PREWARM=0``, or a
+    kernel under test other than ours (the plan is of our kernels' launches)."""
+    import torch
+
+    from harness.prewarm import OUR_KERNELS
+
+    kernel = (config.getoption("--kernel") if config is not None else None) or OUR_KERNELS
+    if os.environ.get("SPECFUZZ_PREWARM", "1") == "0" or kernel != OUR_KERNELS:
+        return None
+    if not gpus or not torch.cuda.is_available():
+        return None
+    return ["-m", "harness.prewarm", "--profile", active_profile_name(), "--seed",
+            os.environ.get("SPECFUZZ_SEED", "0")]
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@
 #
 #   usage: bash bench/premerge.sh [BASE_REF (default main)] [OUT_DIR (default out)]
 #   env:   KERNEL (default our Triton kernels), PROFILE (gpu), DEVICE (cuda), SEED (golden seed, 1),
+#          BUDGET (the check's --budget, 15m: what it does not reach fails the check under --strict),
 #          REQUIRE_IDENTICAL=1 to count "outputs changed, all legal" (diff exit 3) as a failure
 #   exit:  0 all passed, 1 something failed (the summary at the end says what)
 set -uo pipefail
@@ -16,7 +17,7 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 base=$(git merge-base HEAD "$base_ref") || { echo "no merge base with $base_ref"; exit 2; }
 declare -A verdict
 
-python -m harness check --kernel "$kernel" --profile "${PROFILE:-gpu}" --device "${DEVICE:-cuda}" --report "$out/check"
+python -m harness check --kernel "$kernel" --profile "${PROFILE:-gpu}" --device "${DEVICE:-cuda}" --prewarm --budget "${BUDGET:-15m}" --strict --report "$out/check"
 verdict[check]=$?
 
 python -m harness replay --kernel "$kernel" --device "${DEVICE:-cuda}" 2>&1 | tee "$out/replay.txt"

@@ -67,7 +67,8 @@ def main(argv=None) -> int:
     parser.add_argument("--broken", nargs="*", default=None, help="names (default: the whole catalogue)")
     parser.add_argument("--skip-broken", action="store_true")
     parser.add_argument(
-        "--only", nargs="*", default=None, help="properties for the correct kernels (default: all)"
+        "--only", nargs="*", default=None,
+        help="properties to run, for the broken and the correct kernels (default: all)"
     )
     parser.add_argument("--without", default=None, metavar="PROPERTY",
                         help="for kernels PROPERTY catches, also report what catches them without it")
@@ -86,7 +87,7 @@ def main(argv=None) -> int:
             if device.type not in entry.devices:
                 print(f"{entry.name:40s} {'skipped: faults only on ' + '/'.join(entry.devices):34s}")
                 continue
-            results, secs = check(entry.spec, args, device, 0, fail_fast=True)
+            results, secs = check(entry.spec, args, device, 0, fail_fast=True, only=args.only)
             failed = [r for r in results if r.verdict == FAIL]
             if entry.fault:  # a fault kernel must end as a finding of its class, not any failure
                 failed = [r for r in failed if r.failures and r.failures[0].cls == entry.fault]
@@ -97,7 +98,8 @@ def main(argv=None) -> int:
             note = f"  (errors: {errors})" if errors else ""
             note += f"  (skipped: {skipped})" if skipped else ""
             if args.without and caught == args.without:
-                again, more = check(entry.spec, args, device, 0, fail_fast=True, without=args.without)
+                again, more = check(entry.spec, args, device, 0, fail_fast=True, only=args.only,
+                                    without=args.without)
                 others = [r.name for r in again if r.verdict == FAIL]
                 note = f"  {others[0] if others else 'only ' + args.without} ({more:.0f}s){note}"
             print(

@@ -1,11 +1,15 @@
 """``python -m harness ...``: the command line.
 
 ``check --kernel SPEC [--profile ci|dev|gpu|nightly] [--device cpu|cuda] [--seed N] [--report DIR]
-[--only NAME...] [--fail-fast] [--strict] [--time-limit S] [--in-process]`` runs every registered
-property the kernel claims and exits 0 when all claimed properties hold, 1 when any fails (with
-``--strict``: or a claimed one was skipped; a kernel that crashes, exits or hangs its supervised worker
-fails: harness/execution/supervisor.py), 2 on a usage or harness error. Its last line says how many properties
-ran, which were skipped and why, and which the kernel does not claim. Other subcommands (fuzz, merge,
+[--only NAME...] [--fail-fast] [--strict] [--budget DURATION] [--time-limit S] [--in-process]`` runs
+every registered property the kernel claims and exits 0 when all claimed properties hold, 1 when any
+fails (with ``--strict``: or a claimed one was skipped; a kernel that crashes, exits or hangs its
+supervised worker fails: harness/execution/supervisor.py), 2 on a usage or harness error. Its last line says
+how many properties ran, which were skipped and why, and which the kernel does not claim.
+``--budget`` spends a wall-time budget across the properties (harness/budget.py: equal shares of
+what is left); what it does not reach is ``skipped for budget``, never passed. On a terminal a status
+line inside each property shows cases done, elapsed time and an estimate (harness/progress.py).
+Other subcommands (fuzz, merge,
 replay, mutate, calibrate, record, diff) come from modules that define ``add_cli(subparsers)``; each
 sets ``func`` on its parser to a callable taking the parsed arguments and returning an exit code.
 """
@@ -75,6 +79,19 @@ def add_check_cli(subparsers) -> None:
         "fails the run",
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines (summary only)")
+    p.add_argument(
+        "--budget",
+        metavar="DURATION",
+        default=None,
+        help="wall time for all properties (90s, 3m, 1h): equal shares of what is left; what it does "
+        "not reach is reported 'skipped for budget', never passed",
+    )
+    p.add_argument(
+        "--prewarm",
+        action="store_true",
+        help="GPU: first compile every Triton specialisation the run will launch, in parallel "
+        "(harness/prewarm.py; our kernels only)",
+    )
     add_supervision_args(p)
     p.add_argument(
         "--max-examples",
@@ -89,10 +106,13 @@ def add_check_cli(subparsers) -> None:
 def run_check(args: argparse.Namespace) -> int:
     import torch
 
+    from harness.budget import Budget
+    from harness.campaigns.fuzz import UsageError, parse_duration
     from harness.contract import capabilities_of, domain_of
     from harness.execution.supervisor import close, profile_with_limits, supervise
     from harness.plugins import PluginError, load_kernel
     from harness.profiles import PROFILES, active_profile_name
+    from harness.progress import Progress
     from harness.properties.base import ERROR, PropertyResult, RunContext
     from harness.reporting.report import build_report, family_wise_alpha, summary_table, write_report
     from harness.runner import (
@@ -108,6 +128,11 @@ def run_check(args: argparse.Namespace) -> int:
     )
 
     say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
+    try:
+        budget_s = parse_duration(args.budget) if args.budget is not None else None
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
     # Degenerate rows make the interpreter and the oracle compute inf/NaN on purpose:
     # keep the console readable.
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"(triton|reference|numpy)\.")
@@ -155,6 +180,8 @@ def run_check(args: argparse.Namespace) -> int:
         command += " --only " + " ".join(shlex.quote(n) for n in args.only)
     if args.strict:
         command += " --strict"
+    if args.budget is not None:
+        command += f" --budget {shlex.quote(args.budget)}"
     say(
         f"specfuzz check: kernel={args.kernel} ({kernel.name}) profile={profile.name} "
         f"device={device} seed={seed}"
@@ -164,14 +191,24 @@ def run_check(args: argparse.Namespace) -> int:
         profile=profile, device=device, seed=seed, kernel_spec=args.kernel, fail_fast=args.fail_fast
     )
     ctx.extra["domain"] = domain_of(kernel)
+    if not args.quiet:
+        ctx.extra["progress"] = Progress()  # silent unless stderr is a terminal and CI is unset
+    if budget_s is not None:
+        ctx.extra["budget_s"] = budget_s
     say("domain: " + " ".join(f"{k}={v}" for k, v in ctx.extra["domain"].items()))
     started, t0 = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
+    if args.prewarm and device.type == "cuda":
+        from harness.prewarm import prewarm
+
+        prewarm(profile.name, seed, device="cuda", kernel_spec=args.kernel, say=say,
+                max_examples=args.max_examples, names=args.only)
     results = []
     kernel = supervise(kernel, args.kernel, profile, args.in_process)
     with interrupt_on_sigterm():  # a time limit still gets the summary and the report of what ran
         try:
             results = import_error_results(args.only)
-            results += run_properties(kernel, ctx, properties, progress=say)
+            budget = Budget(budget_s) if budget_s is not None else None
+            results += run_properties(kernel, ctx, properties, progress=say, budget=budget)
         except Interrupted:  # before run_properties took over (it records its own interruption)
             results.append(PropertyResult("check", 0, ERROR, note="interrupted before any property ran"))
         finally:

@@ -36,6 +36,18 @@ class Profile:
     # of a run may take the larger of the two limits (Triton compiles, CUDA context creation).
     call_time_limit_s: float = 120.0
     first_call_time_limit_s: float = 600.0
+    # Vocabulary sizes come from these power-of-two rungs (harness/vocab_ladder.py), so that a run
+    # compiles few Triton specialisations; None: any size 1..max_vocab (nightly campaigns).
+    vocab_rungs: tuple[int, ...] | None = None
+    # Case properties draw their cases from a palette of shapes per run (harness/shape_palette.py),
+    # so that the properties of a run share their compiled specialisations.
+    shape_palette: bool = False
+
+
+# Rungs per profile (harness/vocab_ladder.py says what each one stands for).
+CI_RUNGS = (1, 8, 16, 256, 512)  # (256, 300]: two 256-wide blocks under the interpreter
+DEV_RUNGS = (1, 8, 16, 256, 1024, 8192)
+GPU_RUNGS = (1, 8, 16, 1024, 8192, 16384, 262144)
 
 
 PROFILES: dict[str, Profile] = {
@@ -52,6 +64,8 @@ PROFILES: dict[str, Profile] = {
         shrink_calls=300,
         shrink_seconds=15.0,
         max_logit_elements=1 << 14,
+        vocab_rungs=CI_RUNGS,
+        shape_palette=True,
     ),
     "dev": Profile(
         "dev",
@@ -66,8 +80,11 @@ PROFILES: dict[str, Profile] = {
         shrink_calls=500,
         shrink_seconds=60.0,
         max_logit_elements=1 << 20,
+        vocab_rungs=DEV_RUNGS,
+        shape_palette=True,
     ),
-    "gpu": Profile("gpu", 60, False, 262_144, 256, 16, 0.01, 50_000_000, 1e-6),
+    "gpu": Profile("gpu", 60, False, 262_144, 256, 16, 0.01, 50_000_000, 1e-6, vocab_rungs=GPU_RUNGS,
+                   shape_palette=True),
     "nightly": Profile(
         "nightly", 500, False, 262_144, 512, 16, 0.005, 200_000_000, 1e-6, max_logit_elements=1 << 23
     ),

@@ -18,6 +18,10 @@
   case by case (the statistical layer calls the kernel on batches of its own) fails that property
   with a ``crash`` / ``hang`` finding on the exact batch of the call (``fault_result``); its repro
   runs that batch through ``structural`` in the foreground. The next property gets a fresh worker.
+- Budget (``check --budget``, harness/budget.py): with a ``Budget``, each claimed property gets a
+  deadline (an equal share of what is left; unused time carries over) in ``ctx.extra``; a property
+  cut at its deadline, or not started because the budget was spent, is ``skipped`` with a note
+  starting ``skipped for budget``, never ``pass``.
 - ``run_case`` is the single-case entry point that fuzz and corpus replay call: it runs the per-case
   properties (layers 1, 2, 3, 5) on one given ``Case``.
 """
@@ -35,6 +39,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from harness.budget import DEADLINE_KEY, SKIPPED_FOR_BUDGET, Budget
 from harness.contract import VerifyBatch
 from harness.execution.kernel_calls import KernelFault
 from harness.generation.cases import Case, case_from_batch
@@ -120,9 +125,11 @@ def run_properties(
     properties: list[Property],
     progress: Progress = lambda s: None,
     allow_subprocess: bool = True,
+    budget: Budget | None = None,
 ) -> list[PropertyResult]:
     results: list[PropertyResult] = []
     started = time.perf_counter()
+    claimed = [unclaimed_result(p, kernel) is None for p in properties] if budget else []
     try:
         for i, prop in enumerate(properties):
             if ctx.extra.get("device_fault"):
@@ -135,12 +142,19 @@ def run_properties(
                 break
             progress(f"[{i + 1}/{len(properties)}] {prop.name} (layer {prop.layer}) ...")
             started = time.perf_counter()
+            if budget and claimed[i]:
+                ctx.extra[DEADLINE_KEY] = budget.deadline(sum(claimed[i:]))
             try:
-                res = unclaimed_result(prop, kernel) or prop.run(kernel, ctx)
+                if budget and claimed[i] and ctx.extra[DEADLINE_KEY] is None:
+                    res = PropertyResult(prop.name, prop.layer, SKIPPED, note=budget.not_started_note())
+                else:
+                    res = unclaimed_result(prop, kernel) or prop.run(kernel, ctx)
             except KernelFault as exc:
                 res = fault_result(prop, exc, ctx)
             except Exception as exc:  # noqa: BLE001 -- a broken property must not end the run
                 res = PropertyResult(prop.name, prop.layer, ERROR, note=f"{type(exc).__name__}: {exc}")
+            finally:
+                ctx.extra.pop(DEADLINE_KEY, None)
             res.seconds = res.seconds or (time.perf_counter() - started)
             results.append(res)
             progress("    " + _result_line(res))
@@ -243,6 +257,11 @@ def _why(note: str, width: int = 90) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
+def _budget_part(note: str) -> str:
+    """``"12 of 72 cases in 40.0s"`` or ``"not started"`` from a skipped-for-budget note."""
+    return note.removeprefix(SKIPPED_FOR_BUDGET + ": ").split(" (")[0].split(", ")[0]
+
+
 def verdict_line(results: list[PropertyResult], code: int, strict: bool, seconds: float, seed: int) -> str:
     """The last line of ``check``: the verdict, how many properties ran, and which were skipped (and
     why) or not claimed, so that ``PASS`` never hides a property that was not run."""
@@ -251,12 +270,17 @@ def verdict_line(results: list[PropertyResult], code: int, strict: bool, seconds
     failed = sum(r.verdict == FAIL for r in ran)
     errors = sum(r.verdict == ERROR for r in ran)
     skipped = [r for r in results if r.verdict == SKIPPED]
+    for_budget = [r for r in skipped if r.note.startswith(SKIPPED_FOR_BUDGET)]
+    skipped = [r for r in skipped if r not in for_budget]
     unclaimed = [r.name for r in results if r.verdict == NOT_CLAIMED]
     parts = [f"{len(ran)} of {len(results)} properties ran ({len(ran) - failed - errors} held, "
              f"{failed} failed, {errors} errors)"]
+    strictly = " -- a failure under --strict" if strict else ""
+    if for_budget:  # cut or not started: the run did not reach them, so they are not "held"
+        parts.append(f"{len(for_budget)} {SKIPPED_FOR_BUDGET}{strictly}: "
+                     + ", ".join(f"{r.name} ({_budget_part(r.note)})" for r in for_budget))
     if skipped:
         why = "; ".join(f"{r.name} ({_why(r.note)})" for r in skipped)
-        strictly = " -- a failure under --strict" if strict else ""
         parts.append(f"{len(skipped)} claimed but skipped{strictly}: {why}")
     if unclaimed:
         parts.append(f"{len(unclaimed)} not claimed: {', '.join(unclaimed)}")

@@ -45,6 +45,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.budget import DEADLINE_KEY
 from harness.campaigns.merge import failure_key
 from harness.execution.kernel_calls import KernelFault
 from harness.plugins import DEFAULT_KERNEL_SPEC as DEFAULT_KERNEL  # one default for every command
@@ -58,7 +59,6 @@ from harness.properties.base import (
     PropertyResult,
     RunContext,
 )
-from harness.properties.statistical import STAT_SECONDS_PER_PROPERTY
 
 MARGIN_ELEMENT_CAP = 1 << 22  # oracle margins are computed (for guidance) only for batches this small
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*$")
@@ -301,11 +301,9 @@ class Campaign:
             if isinstance(prop, CaseProperty):
                 self._search(prop, ctx, deadline)
             else:
-                # A statistical property cannot stop half way; it skips itself when its projected
-                # kernel time exceeds this (the profile's per-property share, capped by the time left).
-                ctx.extra["stat_seconds_per_property"] = max(
-                    1.0, min(STAT_SECONDS_PER_PROPERTY.get(self.profile.name, 600.0), deadline - now)
-                )
+                # A statistical item gets the campaign's deadline: not started when its projection
+                # does not fit, stopped before its next assertion when it runs out ("skipped for budget").
+                ctx.extra[DEADLINE_KEY] = time.perf_counter() + (deadline - time.monotonic())
                 self._run_whole(prop, ctx)
             last_seconds[name] = time.monotonic() - t0
             if ctx.extra.get("device_fault"):

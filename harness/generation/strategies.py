@@ -21,6 +21,8 @@ from harness.contract import capabilities_of
 from harness.generation.cases import Case
 from harness.generation.logit_families import FAMILIES
 from harness.profiles import Profile
+from harness.shape_palette import fit, request_counts, request_limit
+from harness.vocab_ladder import ladder_sizes
 
 _PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 127, 251, 257, 509, 1021, 4093, 8191, 65521, 131071)
 _POWERS = tuple(v for e in range(19) for v in (2**e - 1, 2**e, 2**e + 1) if v >= 1)
@@ -71,6 +73,8 @@ class CaseSpace:
     logprobs: bool = False
     min_draft: int = 0
     max_logit_elements: int = 1 << 21  # cap on num_logits * V (fewer requests are drawn at large V)
+    vocab_rungs: tuple[int, ...] | None = None  # the profile's ladder (harness/vocab_ladder.py)
+    shapes: tuple | None = None  # the run's palette (harness/shape_palette.py); None: draw freely
 
     @classmethod
     def for_kernel(cls, profile: Profile, kernel: object) -> CaseSpace:
@@ -92,11 +96,15 @@ class CaseSpace:
             chunking=caps.chunking,
             logprobs=caps.logprobs,
             max_logit_elements=profile.max_logit_elements,
+            vocab_rungs=profile.vocab_rungs,
         )
 
 
-def vocab_sizes(max_vocab: int) -> st.SearchStrategy[int]:
-    """Special sizes (powers of two and neighbours, primes, 111, 8193, 151936 ...) or any size."""
+def vocab_sizes(max_vocab: int, rungs: tuple[int, ...] | None = None) -> st.SearchStrategy[int]:
+    """Special sizes (powers of two and neighbours, primes, 111, 8193, 151936 ...) or any size; with
+    ``rungs``, a size on that ladder (its special sizes included)."""
+    if rungs:
+        return ladder_sizes(rungs, max_vocab, SPECIAL_VOCABS)
     special = [v for v in SPECIAL_VOCABS if v <= max_vocab]
     return st.one_of(st.sampled_from(special), st.integers(1, max_vocab))
 
@@ -159,11 +167,15 @@ def chunk_budgets(draw, vocab_size: int, num_logits: int) -> int | None:
 
 @st.composite
 def cases(draw, space: CaseSpace) -> Case:
-    """One batch description drawn from ``space``."""
-    vocab = draw(vocab_sizes(space.max_vocab))
-    rows_allowed = max(1, space.max_logit_elements // vocab)
-    max_reqs = max(1, min(space.max_reqs, rows_allowed // (space.max_draft + 1)))
-    num_reqs = draw(st.integers(1, max_reqs))
+    """One batch description drawn from ``space``; with a palette, its shape first (its vocabulary
+    class, dtype, method, drafts, logprobs and batch class), then the rest."""
+    shape = fit(draw(st.sampled_from(space.shapes)), space) if space.shapes else None
+    if shape is None:
+        vocab = draw(vocab_sizes(space.max_vocab, space.vocab_rungs))
+    else:
+        vocab = draw(shape.vocab.sizes(SPECIAL_VOCABS))
+    max_reqs = request_limit(space, vocab)
+    num_reqs = draw(st.integers(1, max_reqs) if shape is None else request_counts(shape, max_reqs))
     draft_lens = draw(
         st.lists(st.integers(space.min_draft, space.max_draft), min_size=num_reqs, max_size=num_reqs)
     )
@@ -179,12 +191,12 @@ def cases(draw, space: CaseSpace) -> Case:
         positions=poss,
         family=draw(st.sampled_from(space.families)),
         scale=draw(st.sampled_from(SCALES)),
-        dtype=draw(st.sampled_from(space.dtypes)),
-        has_draft_logits=draw(st.sampled_from(space.draft_logits)),
+        dtype=draw(st.sampled_from(space.dtypes)) if shape is None else shape.dtype,
+        has_draft_logits=draw(st.sampled_from(space.draft_logits)) if shape is None else shape.draft_logits,
         data_seed=draw(st.integers(0, 2**32 - 1)),
-        method=draw(st.sampled_from(space.methods)),
+        method=draw(st.sampled_from(space.methods)) if shape is None else shape.method,
         max_chunk_bytes=draw(chunk_budgets(vocab, num_logits)) if space.chunking else None,
-        want_logprobs=draw(st.booleans()) if space.logprobs else False,
+        want_logprobs=(draw(st.booleans()) if shape is None else shape.logprobs) if space.logprobs else False,
     )
 
 

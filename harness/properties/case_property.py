@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
+from harness.budget import BudgetSpent, budget_note, deadline_passed
 from harness.contract import capabilities_of
 from harness.execution.kernel_calls import DeviceFault, KernelFault, KernelRaised
 from harness.generation.cases import Case
@@ -42,6 +43,7 @@ from harness.properties.base import (
     PropertyResult,
     RunContext,
 )
+from harness.shape_palette import palette
 
 
 @dataclass
@@ -117,6 +119,11 @@ class CaseProperty:
     name: str = ""
     layer: int = 1
     summary: str = ""
+    # Whether cases carry drawn chunk budgets: only where the claim is about chunked calls
+    # (``chunk_invariance``: chunked == unchunked bit for bit, which every other property judges;
+    # ``structural``: guards and contract of chunked calls). Elsewhere a chunked call would only add
+    # compiled variants (chunk slices at unaligned rows, per-chunk batch sizes) to a run.
+    chunk_budgets: bool = False
 
     def not_claimed_reason(self, kernel: object) -> str | None:
         """Why the kernel does not claim this property (``None``: it does)."""
@@ -126,7 +133,13 @@ class CaseProperty:
         return self.not_claimed_reason(kernel) is None
 
     def space(self, kernel: object, ctx: RunContext) -> CaseSpace:
-        return CaseSpace.for_kernel(ctx.profile, kernel)
+        """The kernel's space under the profile, with the run's palette of shapes when the profile
+        has one (harness/shape_palette.py: one palette for every property of a run, from its seed)."""
+        space = CaseSpace.for_kernel(ctx.profile, kernel)
+        space = replace(space, chunking=space.chunking and self.chunk_budgets)
+        if not ctx.profile.shape_palette:
+            return space
+        return replace(space, shapes=palette(space, ctx.child_seed("shape palette")))
 
     def strategy(self, kernel: object, ctx: RunContext) -> st.SearchStrategy[Case]:
         return cases(self.space(kernel, ctx))
@@ -176,7 +189,7 @@ class CaseProperty:
         coverage = ctx.extra.setdefault("coverage", {})
 
         def budget_spent() -> bool:
-            if ctx.extra.get("device_fault"):
+            if ctx.extra.get("device_fault") or deadline_passed(ctx):
                 return True
             if state["first_fail"] is None:
                 return False
@@ -192,7 +205,10 @@ class CaseProperty:
                     if case.to_dict() == state["best"][0].to_dict():
                         raise _CaseFailed()
                     return
+            elif deadline_passed(ctx):  # check --budget: this property's share is spent
+                raise BudgetSpent()
             outcome = self.check_guarded(kernel, case, ctx)
+            ctx.progress.advance(result.cases + state["skipped"] + 1)
             if outcome.skipped:
                 state["skipped"] += 1
                 return
@@ -219,20 +235,32 @@ class CaseProperty:
             report_multiple_bugs=False,
             print_blob=False,
         )(seed(ctx.child_seed("property", self.name))(given(self.strategy(kernel, ctx))(one_case)))
+        anchors = self.anchor_cases(kernel, ctx)
+        planned = len(anchors) + profile.max_examples
+        ctx.progress.start(self.name, planned)
+        cut = False
         try:
-            for anchor in self.anchor_cases(kernel, ctx):
+            for anchor in anchors:
                 one_case(anchor)  # a failing anchor ends the property (reported unshrunk)
             runner()
         except _CaseFailed:
             pass
+        except BudgetSpent:
+            cut = True
         except Flaky as exc:
             if state["best"] is None:
                 result.verdict, result.note = ERROR, f"Hypothesis reported flakiness: {exc}"
         except Exception as exc:  # noqa: BLE001 -- a harness bug must not stop the run
             result.verdict, result.note = ERROR, f"harness error: {type(exc).__name__}: {exc}"
+        finally:
+            ctx.progress.finish()
         if state["best"] is not None:
             result.verdict = FAIL
             result.failures = state["best"][1]
+        elif cut:  # stopped before its examples were drawn: what it did not reach was not tested
+            result.verdict = SKIPPED
+            result.note = budget_note(result.cases + state["skipped"], planned, "cases",
+                                      time.perf_counter() - started)
         elif result.cases == 0 and result.verdict == PASS:  # nothing was judged: never a "pass"
             result.verdict = SKIPPED
             result.note = f"no applicable case among {state['skipped']} drawn"

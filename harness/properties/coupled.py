@@ -60,7 +60,7 @@ class CoupledExactness(CaseProperty):
             seed = ctx.child_seed(self.name, "anchor", "greedy-ties") >> 8
             anchors.append(
                 Case(
-                    vocab_size=1100 if ctx.device.type == "cpu" else 2 * 8192 + 1100,
+                    vocab_size=1100 if ctx.device_type == "cpu" else 2 * 8192 + 1100,
                     draft_lens=[2, 1],
                     temperatures=[0.0, 0.0],
                     seeds=[seed, seed + 1],

@@ -137,6 +137,7 @@ class BatchInvariance(CaseProperty):
 class ChunkInvariance(CaseProperty):
     name = "chunk_invariance"
     layer = 3
+    chunk_budgets = True
     summary = "any chunk budget gives the unchunked output bit for bit"
 
     def not_claimed_reason(self, kernel):

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from scipy.stats import norm
 
+from harness.budget import DEADLINE_KEY, SKIPPED_FOR_BUDGET, budget_note, deadline_passed
 from harness.contract import VerifyBatch, VerifyOutput, capabilities_of
 from harness.judging import stats
 from harness.properties.base import (
@@ -139,19 +140,19 @@ def too_slow(
     projected = projected_seconds(kernel, ctx, total_samples)
     if projected <= budget and probe is not None and ctx.device.type != "cuda":
         projected = max(projected, total_samples * probe() / PROBE_REQUESTS)
-    if projected <= budget:
+    deadline = ctx.extra.get(DEADLINE_KEY)
+    share = None if deadline is None else deadline - time.perf_counter()
+    if projected <= budget and (share is None or projected <= share):
         return None
-    return PropertyResult(
-        name=name,
-        layer=4,
-        verdict=SKIPPED,
-        seconds=time.perf_counter() - started,
-        note=(
-            f"not run: {total_samples} samples would take ~{projected:.0f}s at this kernel's speed "
-            f"(budget {budget:.0f}s in profile {ctx.profile.name}); run on a GPU or lower "
-            f"{SAMPLE_CAP_ENV}"
-        ),
-    )
+    if projected <= budget:  # only check --budget's share is too small
+        note = (f"{SKIPPED_FOR_BUDGET}: not started, {total_samples} samples would take ~{projected:.0f}s, "
+                f"its share of the run's time budget is {max(share, 0.0):.0f}s")
+    else:
+        note = (f"not run: {total_samples} samples would take ~{projected:.0f}s at this kernel's speed "
+                f"(budget {budget:.0f}s in profile {ctx.profile.name}); run on a GPU or lower "
+                f"{SAMPLE_CAP_ENV}")
+    return PropertyResult(name=name, layer=4, verdict=SKIPPED, seconds=time.perf_counter() - started,
+                          note=note)
 
 
 def samples_needed(ctx: RunContext, positive_cells: int) -> int:
@@ -269,10 +270,35 @@ def _case_of(batch: VerifyBatch) -> dict:
         return {}
 
 
+class _Suite:
+    """A statistical property's assertions, counted for ``ctx.progress`` and cut at the property's
+    deadline (``check --budget``, harness/budget.py): ``each(items)`` stops yielding once the
+    deadline has passed, and ``cut`` says so."""
+
+    def __init__(self, ctx: RunContext, name: str, planned: int):
+        self.ctx, self.planned, self.done, self.cut = ctx, planned, 0, False
+        ctx.progress.start(name, planned, "assertions")
+
+    def each(self, items):
+        for item in items:
+            if self.cut or deadline_passed(self.ctx):
+                self.cut = True
+                return
+            yield item
+            self.done += 1
+            self.ctx.progress.advance(self.done)
+
+
 def _result(
-    name: str, started: float, records: list, findings: list, cases: int, note: str = ""
+    name: str, started: float, records: list, findings: list, cases: int, note: str = "",
+    suite: _Suite | None = None,
 ) -> PropertyResult:
     verdict = FAIL if findings else PASS if records else SKIPPED  # no assertion made: never a "pass"
+    if suite is not None:
+        suite.ctx.progress.finish()
+        if suite.cut and not findings:  # assertions it did not reach were not made: never a "pass"
+            verdict = SKIPPED
+            note = budget_note(suite.done, suite.planned, "assertions", time.perf_counter() - started)
     if not records and not note:
         note = "no statistical assertion applies to this kernel"
     return PropertyResult(
@@ -334,16 +360,17 @@ class ConditionalLaw(_Statistical):
         skipped = too_slow(kernel, ctx, self.name, total, started)
         if skipped:
             return skipped
+        suite = _Suite(ctx, self.name, len(requests) * len(kernel.methods))
         for request in requests:
-            for method in sorted(kernel.methods):
+            for method in suite.each(sorted(kernel.methods)):
                 record, finding = self._assert(kernel, ctx, request, method)
                 records.append(record)
                 cases += 1
                 if finding:
                     findings.append(finding)
                     if ctx.fail_fast:
-                        return _result(self.name, started, records, findings, cases)
-        return _result(self.name, started, records, findings, cases)
+                        return _result(self.name, started, records, findings, cases, suite=suite)
+        return _result(self.name, started, records, findings, cases, suite=suite)
 
     def _assert(self, kernel, ctx, request: FixedDraftRequest, method: str):
         base = request.batch(method, ctx.device)
@@ -472,8 +499,10 @@ class MarginalLaw(_Statistical):
         skipped = too_slow(kernel, ctx, self.name, _marginal_total(ctx, kernel.methods), started)
         if skipped:
             return skipped
-        for pair in _pairs(ctx):
-            for method in sorted(kernel.methods):
+        pairs = _pairs(ctx)
+        suite = _Suite(ctx, self.name, len(pairs) * len(kernel.methods))
+        for pair in pairs:
+            for method in suite.each(sorted(kernel.methods)):
                 probs, _, labels = marginal_law_vector(pair, method)
                 draw = lambda seed, n, pair=pair, method=method: marginal_counts(
                     kernel, ctx, pair, method, seed, n
@@ -489,7 +518,7 @@ class MarginalLaw(_Statistical):
                 )
                 records.append(record)
                 findings += [finding] if finding else []
-        return _result(self.name, started, records, findings, len(records))
+        return _result(self.name, started, records, findings, len(records), suite=suite)
 
 
 # -- E[tau] and block >= token ----------------------------------------------------------------
@@ -518,8 +547,10 @@ class ExpectedAccepted(_Statistical):
         skipped = too_slow(kernel, ctx, self.name, _marginal_total(ctx, kernel.methods), started)
         if skipped:
             return skipped
-        for pair in _pairs(ctx):
-            for method in sorted(kernel.methods):
+        pairs = _pairs(ctx)
+        suite = _Suite(ctx, self.name, len(pairs) * len(kernel.methods))
+        for pair in pairs:
+            for method in suite.each(sorted(kernel.methods)):
                 law = output_law(pair.target_model, pair.draft_model, pair.gamma, method)
                 mean = expected_accepted(law, gamma=pair.gamma)
                 var = accepted_variance(law, gamma=pair.gamma)
@@ -575,7 +606,7 @@ class ExpectedAccepted(_Statistical):
                             repro=_repro(ctx, self.name),
                         )
                     )
-        return _result(self.name, started, records, findings, len(records))
+        return _result(self.name, started, records, findings, len(records), suite=suite)
 
 
 class _DifferenceOutcome:
@@ -624,7 +655,9 @@ class BlockDominatesToken(_Statistical):
         skipped = too_slow(kernel, ctx, self.name, _marginal_total(ctx, ("token", "block")), started)
         if skipped:
             return skipped
-        for pair in _pairs(ctx):
+        pairs = _pairs(ctx)
+        suite = _Suite(ctx, self.name, len(pairs))
+        for pair in suite.each(pairs):
             laws = {
                 m: output_law(pair.target_model, pair.draft_model, pair.gamma, m) for m in ("block", "token")
             }
@@ -687,7 +720,7 @@ class BlockDominatesToken(_Statistical):
                         repro=_repro(ctx, self.name),
                     )
                 )
-        return _result(self.name, started, records, findings, len(records))
+        return _result(self.name, started, records, findings, len(records), suite=suite)
 
 
 # -- first emitted token on large vocabularies -------------------------------------------------
@@ -757,6 +790,7 @@ class FirstTokenLaw(_Statistical):
         if skipped:
             return skipped
         records, findings = [], []
+        suite = _Suite(ctx, self.name, len(rows) * len(kernel.methods))
         for row, (bins, probs) in zip(rows, laws, strict=True):
             num_bins = probs.size - 1
             labels = [f"bin {i}" for i in range(num_bins)] + ["p=0 tokens"]
@@ -767,7 +801,7 @@ class FirstTokenLaw(_Statistical):
                 first = out.output_token_ids.to(torch.int64)[:, 0].clamp(0, vocab - 1)
                 return torch.where(tau >= 0, token_cell[first], nb + 1)
 
-            for method in sorted(kernel.methods):
+            for method in suite.each(sorted(kernel.methods)):
                 draw = lambda seed, n, row=row, method=method, cell_of=cell_of, nb=num_bins: count_cells(
                     kernel, _first_token_batches(row, method, n, seed, ctx.device), cell_of, nb + 1
                 ).numpy()
@@ -782,7 +816,7 @@ class FirstTokenLaw(_Statistical):
                 )
                 records.append(record)
                 findings += [finding] if finding else []
-        return _result(self.name, started, records, findings, len(records))
+        return _result(self.name, started, records, findings, len(records), suite=suite)
 
 
 STATISTICAL_PROPERTIES = [

@@ -61,6 +61,7 @@ def output_violations(batch: VerifyBatch, out: object, logprobs_claimed: bool) -
 class Structural(CaseProperty):
     name = "structural"
     layer = 1
+    chunk_budgets = True
     summary = (
         "contract, padding, prefix, id range, zero-probability support, inputs unchanged, guards, determinism"
     )

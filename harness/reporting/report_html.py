@@ -235,6 +235,8 @@ def _header(report: dict) -> str:
         ("family-wise alpha", _num(report.get("family_wise_alpha", ""))),
         ("versions", _e(", ".join(f"{k} {v}" for k, v in versions.items()))),
     ]
+    if report.get("skipped_for_budget"):
+        rows.append(("skipped for budget", _e(", ".join(report["skipped_for_budget"]))))
     if report.get("cases_per_hour") is not None:
         rows.append(("cases per hour", _e(f"{float(report['cases_per_hour']):.0f}")))
     if report.get("shards_missing"):

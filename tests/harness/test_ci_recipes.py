@@ -137,14 +137,17 @@ def check_command(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]
             args = parser.parse_args(argv)
     except SystemExit:
         return problems + [f"{argv[0]}: the parser refuses it: {err.getvalue().strip().splitlines()[-1]}"]
-    if argv[0] == "fuzz":
-        from harness.campaigns.fuzz import UsageError, parse_duration, parse_shard
+    from harness.campaigns.fuzz import UsageError, parse_duration, parse_shard
 
-        for check, value in ((parse_duration, args.budget), (parse_shard, args.shard)):
-            try:
+    checks = {"fuzz": ((parse_duration, "budget"), (parse_shard, "shard")),
+              "check": ((parse_duration, "budget"),)}
+    for check, name in checks.get(argv[0], ()):
+        value = getattr(args, name)
+        try:
+            if value is not None:  # check's --budget is optional
                 check(value)
-            except UsageError as exc:
-                problems.append(f"fuzz: {exc}")
+        except UsageError as exc:
+            problems.append(f"{argv[0]}: {exc}")
     return problems
 
 
@@ -244,6 +247,7 @@ jobs:
           python -m harness chek --profile gpu
           python -m harness check --rep out/check
           python -m harness check --profile huge
+          python -m harness check --budget soon
           python -m harness fuzz --budget 2hours --shard ${{ matrix.shard }}/2 --report out/s 2>&1 | tee log
           python -m harness record --kernel K --profile gpu
 """
@@ -260,7 +264,8 @@ def test_validator_rejects_a_bad_workflow(parser):
     assert "unknown subcommand ['chek']" in text  # misspelled subcommand
     assert "option --rep is not one of" in text  # an abbreviation argparse alone would accept
     assert "invalid choice: 'huge'" in text  # a choice the parser does not have
-    assert "budget '2hours' is not a duration" in text
+    assert "fuzz: budget '2hours' is not a duration" in text
+    assert "check: budget 'soon' is not a duration" in text
     assert "shard '2/2' needs 0 <= I < N" in text  # a 1-based matrix
     assert "the following arguments are required: --out" in text
 

@@ -168,6 +168,7 @@ def test_xdist_workers_are_pinned_round_robin_within_visible_gpus(monkeypatch):
     import conftest
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    monkeypatch.setenv("SPECFUZZ_PREWARM", "0")  # pinning only (tests/harness/test_prewarm.py)
     specs = [types.SimpleNamespace(env={}) for _ in range(3)]
     conftest.pytest_xdist_setupnodes(None, specs)
     assert [s.env["CUDA_VISIBLE_DEVICES"] for s in specs] == ["3", "5", "3"]

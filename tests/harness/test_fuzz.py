@@ -241,9 +241,9 @@ def test_stop_on_failure_ends_the_campaign_and_times_the_failure(tmp_path):
 
 
 def test_a_statistical_item_that_would_outlast_the_budget_is_skipped_not_run(tmp_path, monkeypatch):
-    """A statistical property cannot stop half way, so the campaign hands it the time left as its
-    budget: projected at 60 s of kernel time (inside the ci profile's own 120 s) with a 5 s campaign
-    budget, it must be skipped at once and say so; before this it ran whole, far past the budget."""
+    """A statistical item gets the campaign's deadline: projected at 60 s of kernel time (inside the ci
+    profile's own 120 s) with a 5 s campaign budget, it must be skipped at once and say so; before
+    this it ran whole, far past the budget."""
     from harness.properties import statistical
 
     monkeypatch.setattr(statistical, "projected_seconds", lambda *a, **k: 60.0)
@@ -253,4 +253,4 @@ def test_a_statistical_item_that_would_outlast_the_budget_is_skipped_not_run(tmp
     seconds = c.run()
     (prop,) = c.report("2026-12-04T00:00:00+00:00", seconds, {})["properties"]
     assert prop["verdict"] == "skipped" and prop["cases"] == 0, prop
-    assert "budget 5s" in prop["note"] and seconds < 5.0
+    assert prop["note"].startswith("skipped for budget: not started") and seconds < 5.0, prop["note"]

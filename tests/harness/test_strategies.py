@@ -22,7 +22,9 @@ from harness.generation.strategies import (
     temperatures,
     vocab_sizes,
 )
-from harness.profiles import PROFILES
+from harness.profiles import CI_RUNGS, GPU_RUNGS, PROFILES
+from harness.shape_palette import fit, palette, vocab_classes
+from harness.vocab_ladder import rungs_within
 from harness.wellformed import degenerate_rows, malformations
 from tests.harness import sabotage
 
@@ -71,7 +73,8 @@ def test_shrinks_toward_small_batches():
         lambda c: c.vocab_size >= 100 and sum(c.draft_lens) >= 3,
         settings=settings(database=None, max_examples=2000),
     )
-    assert big.vocab_size <= 128 and len(big.draft_lens) <= 2 and sum(big.draft_lens) <= 4, big
+    # 129: the smallest size >= 100 on the ci ladder (its rung (128, 256] starts there)
+    assert big.vocab_size == 129 and len(big.draft_lens) <= 2 and sum(big.draft_lens) <= 4, big
 
 
 def test_bands_are_all_reachable():
@@ -143,3 +146,53 @@ def replace_case_family(family):
     from tests.harness.property_helpers import simple_case
 
     return simple_case(family=family, dtype="float16")
+
+
+def test_the_ladder_draws_every_kind_of_size_inside_its_rungs_only():
+    rungs = [(1, 1), (5, 8), (9, 16), (129, 256), (257, 300)]
+    assert rungs_within(CI_RUNGS, 300) == rungs
+    seen = set()
+
+    @settings(max_examples=600, derandomize=True, database=None)
+    @given(vocab_sizes(300, CI_RUNGS))
+    def collect(v):
+        assert any(lo <= v <= hi for lo, hi in rungs), v
+        seen.add(v)
+
+    collect()
+    assert {1, 5, 8, 9, 15, 16, 129, 255, 256, 257, 299, 300, 251} <= seen  # ends, special sizes
+    assert any(v % 16 == 0 and v > 16 for v in seen) and any(v % 4 == 3 for v in seen)  # aligned, ragged
+    # a narrower space keeps the rung holding its own largest size
+    assert rungs_within(GPU_RUNGS, 100) == [(1, 1), (5, 8), (9, 16), (65, 100)]
+
+
+def _palette_space(profile="gpu"):
+    from harness.adapters.triton_kernels import kernel
+
+    return CaseSpace.for_kernel(PROFILES[profile], kernel)
+
+
+def test_a_palette_covers_every_choice_and_every_dtype_method_drafts_combination():
+    space = _palette_space()
+    shapes = palette(space, 7)
+    combos = {(s.dtype, s.method, s.draft_logits) for s in shapes}
+    assert len(combos) == 12 and len(shapes) == 12  # 3 dtypes x 2 methods x 2 draft kinds
+    assert {s.vocab for s in shapes} == set(vocab_classes(space.vocab_rungs, space.max_vocab))
+    assert {s.logprobs for s in shapes} == {False, True}
+    assert {s.many_requests for s in shapes} == {False, True}
+    assert shapes[0].vocab.high == 1 and palette(space, 7) == shapes and palette(space, 8) != shapes
+
+
+@settings(max_examples=120, derandomize=True, database=None)
+@given(st.data())
+def test_cases_keep_to_their_palette(data):
+    space = replace(_palette_space("ci"), shapes=palette(_palette_space("ci"), 3))
+    narrow = replace(space, methods=("token",), max_vocab=64)  # a property's narrowed space
+    for sp in (space, narrow):
+        case = data.draw(cases(sp))
+        shape = next(s for s in map(lambda s: fit(s, sp), sp.shapes)
+                     if (s.dtype, s.method, s.draft_logits, s.logprobs) ==
+                     (case.dtype, case.method, case.has_draft_logits, case.want_logprobs)
+                     and s.vocab.low <= case.vocab_size <= s.vocab.high
+                     and (case.vocab_size % 16 == 0) == s.vocab.aligned)
+        assert shape is not None and case.vocab_size <= sp.max_vocab and case.method in sp.methods

@@ -1,0 +1,188 @@
+"""Compile a run's Triton specialisations before it starts: all of them, in parallel, once.
+
+A cold Triton cache makes a run compile each specialisation key (harness/compile_keys.py) the first
+time a launch needs it, one after another in the process that launches, and under ``pytest -n auto``
+in every worker that needs it at the same time. With the vocabulary ladder and the shape palette
+(harness/vocab_ladder.py, harness/shape_palette.py) the keys of a run are few and known before it
+starts, so they can be compiled up front:
+
+1. ``planned_keys``: the keys a ``check`` of our kernels makes for a profile and seed, worked out
+   without launching anything (harness/planning.py: the same cases, calls and launch plan as the
+   real run, launches recorded instead of made); one process per property, ``jobs`` at a time;
+2. ``compile_keys``: each key compiled by Triton itself (``JITFunction.warmup`` with arguments built
+   from the key: ``warmup_kwargs``), ``jobs`` processes at a time, into the on-disk cache that every
+   later process of this user reads (``TRITON_CACHE_DIR`` or ``~/.triton/cache``).
+
+A later run then only loads binaries. Keys a run draws that were not planned (a failure's shrinking)
+still compile on demand, so prewarming can make a run faster, never different. GPU only: under the
+interpreter nothing compiles (``warmup`` returns at once), which is what the CPU tests rely on to
+check the plumbing. ``python -m harness.prewarm --profile ci --seed 0`` is what conftest.py runs in
+the xdist controller before the workers start; ``check --prewarm`` runs it before its properties.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+
+import kernels._device  # noqa: F401  (selects TRITON_INTERPRET before triton is imported)
+
+OUR_KERNELS = "harness.adapters.triton_kernels:kernel"
+INT_FOR_CLASS = {"1": 1, "i32/16": 16, "i32": 17, "i64/16": 2**32, "i64": 2**32 + 1, "u64/16": 2**63 + 16,
+                 "u64": 2**63 + 1, "u1": True, "fp32": 1.5, "None": None}
+
+
+class Pointer:
+    """Stands for a tensor argument in ``warmup``: Triton reads only its ``dtype`` and whether
+    ``data_ptr()`` is a multiple of 16 (nothing is launched, so nothing is dereferenced)."""
+
+    def __init__(self, dtype, aligned: bool):
+        self.dtype, self._address = dtype, 1 << 12 if aligned else (1 << 12) + 2
+
+    def data_ptr(self) -> int:
+        return self._address
+
+
+def value_for(cls: str, constexpr: bool):
+    """An argument of class ``cls`` (``compile_keys.arg_class`` / a constexpr's repr)."""
+    if constexpr:
+        return ast.literal_eval(cls)
+    if cls.startswith("*"):
+        import torch
+
+        name, _, aligned = cls[1:].partition("/")
+        return Pointer(getattr(torch, name), aligned == "16")
+    if cls not in INT_FOR_CLASS:
+        raise ValueError(f"no argument stands for class {cls!r}")
+    return INT_FOR_CLASS[cls]
+
+
+def jit_function(kernel: str):
+    """The ``JITFunction`` (or interpreted function) named ``module.qualname`` by a key record."""
+    module, _, name = kernel.rpartition(".")
+    obj = getattr(importlib.import_module(module), name)
+    return getattr(obj, "fn", obj)  # kernels.launch.FastLaunch wraps the JIT function
+
+
+def warmup_kwargs(fn, key: tuple) -> dict:
+    """Keyword arguments whose specialisation key is ``key``: every parameter by name, then the
+    launch options (``num_warps``, ``maxnreg``, ``launch_pdl``, ...)."""
+    from harness.compile_keys import kernel_params
+
+    params = {p.name: p for p in kernel_params(fn)}
+    out = {}
+    for name, cls in key:
+        param = params.get(name)
+        out[name] = value_for(cls, param.constexpr) if param else ast.literal_eval(cls)
+    return out
+
+
+def _compile_some(records: list) -> tuple[int, list[str]]:
+    """In a worker: warm up each ``(kernel, key)``; returns (compiled, errors)."""
+    done, errors = 0, []
+    for kernel, key in records:
+        try:
+            fn = jit_function(kernel)
+            fn.warmup(grid=(1,), **warmup_kwargs(fn, key))
+            done += 1
+        except Exception as exc:  # noqa: BLE001 -- a key that cannot be warmed up compiles on demand
+            errors.append(f"{kernel.rsplit('.', 1)[-1]}: {type(exc).__name__}: {str(exc)[:200]}")
+    return done, errors
+
+
+def _plan_one(args: tuple) -> list:
+    """In a worker: the keys one property of a planned check launches (those planned before a
+    property fails to plan: a harness error there must not stop the prewarm)."""
+    kernel_spec, profile_name, max_examples, seed, device, name = args
+    import dataclasses
+
+    import torch
+
+    from harness.planning import GPU_DEVICE_TYPE, PlannedKernel, gpu_planning
+    from harness.plugins import load_kernel
+    from harness.profiles import PROFILES
+    from harness.properties import REGISTRY
+    from harness.properties.base import RunContext
+
+    profile = PROFILES[profile_name]
+    if max_examples:
+        profile = dataclasses.replace(profile, max_examples=max_examples)
+    ctx = RunContext(profile, torch.device(device), seed, kernel_spec)
+    ctx.extra.update(sized_for=GPU_DEVICE_TYPE, stat_seconds_per_property=float("inf"))
+    with gpu_planning() as log:
+        kernel = PlannedKernel(load_kernel(kernel_spec))
+        try:
+            if REGISTRY[name].claimed(kernel):
+                REGISTRY[name].run(kernel, ctx)
+        except Exception:  # noqa: BLE001 -- what was planned so far is still worth compiling
+            pass
+    return sorted({(r.kernel, r.key) for r in log.records})
+
+
+def _pool(jobs: int):
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"))
+
+
+def planned_keys(profile: str, seed: int, device: str, jobs: int, names=None,
+                 kernel_spec: str = OUR_KERNELS, max_examples: int | None = None) -> set:
+    """The distinct ``(kernel, key)`` a check of ``profile`` and ``seed`` launches (module docstring);
+    ``jobs`` 0 plans in this process."""
+    from harness.properties import REGISTRY
+
+    work = [(kernel_spec, profile, max_examples, seed, device, n) for n in (names or list(REGISTRY))]
+    if jobs == 0:
+        return {k for args in work for k in _plan_one(args)}
+    with _pool(jobs) as pool:
+        return {k for keys in pool.map(_plan_one, work) for k in keys}
+
+
+def compile_keys(keys, jobs: int) -> tuple[int, list[str]]:
+    """Compile every key, ``jobs`` processes at a time (0: in this process); (compiled, errors)."""
+    records = sorted(keys)
+    if jobs == 0:
+        return _compile_some(records)
+    parts = [records[i::jobs] for i in range(jobs)]
+    with _pool(jobs) as pool:
+        results = list(pool.map(_compile_some, [p for p in parts if p]))
+    return sum(r[0] for r in results), [e for r in results for e in r[1]]
+
+
+def prewarm(profile: str, seed: int, jobs: int | None = None, device: str = "cuda",
+            kernel_spec: str = OUR_KERNELS, say=print, max_examples: int | None = None,
+            names=None) -> int:
+    """Plan and compile a check's keys; returns the number compiled. Only our kernels are planned."""
+    if kernel_spec != OUR_KERNELS:
+        say(f"prewarm: skipped (plans only {OUR_KERNELS})")
+        return 0
+    jobs = max(1, os.cpu_count() or 1) if jobs is None else jobs
+    started = time.perf_counter()
+    keys = planned_keys(profile, seed, device, jobs, names, kernel_spec, max_examples)
+    planned = time.perf_counter() - started
+    done, errors = compile_keys(keys, jobs)
+    say(f"prewarm: {len(keys)} specialisations planned in {planned:.1f}s, {done} compiled or loaded in "
+        f"{time.perf_counter() - started - planned:.1f}s with {jobs} processes"
+        + (f"; {len(errors)} failed (they compile on demand): {errors[:3]}" if errors else ""))
+    return done
+
+
+def main(argv=None) -> int:
+    from harness.profiles import PROFILES
+
+    p = argparse.ArgumentParser(description="compile a check's Triton specialisations in parallel")
+    p.add_argument("--profile", choices=sorted(PROFILES), default="ci")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=None, help="processes (default: one per CPU)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
+    args = p.parse_args(argv)
+    prewarm(args.profile, args.seed, args.jobs, args.device)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""harness/prewarm.py on the CPU: the keys it plans are the keys a check launches, the arguments it
+builds specialise as Triton specialises them, and the compile step runs (a no-op under the
+interpreter; on a GPU the same calls compile)."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+from triton._C.libtriton import native_specialize_impl
+from triton.backends.compiler import BaseBackend
+
+import conftest
+from harness.compile_keys import arg_class, specialisation_key
+from harness.prewarm import (
+    INT_FOR_CLASS,
+    Pointer,
+    compile_keys,
+    jit_function,
+    planned_keys,
+    value_for,
+    warmup_kwargs,
+)
+
+PLANNED = ("structural", "conditional_law")
+
+
+@pytest.fixture(scope="module")
+def keys():
+    return planned_keys("ci", 0, "cpu", jobs=0, names=PLANNED)
+
+
+def test_arg_class_is_triton_own_partition():
+    """Two values get the same class exactly when Triton's own specialisation gives them the same
+    key (checked with Triton's native specialiser, with and without value/alignment specialisation)."""
+    tensors = [torch.zeros(4), torch.zeros(4)[1:], torch.zeros(4, dtype=torch.bfloat16)[1:]]
+    values = [*INT_FOR_CLASS.values(), 2, 32, -16, 2**31 - 1, 2**40 + 3, *tensors,
+              Pointer(torch.int64, True), Pointer(torch.int32, False)]
+    for spec, align in ((True, True), (False, False)):
+        ours = [arg_class(v, spec, align) for v in values]
+        triton = [native_specialize_impl(BaseBackend, v, False, spec, align) for v in values]
+        for i in range(len(values)):
+            for j in range(len(values)):
+                assert (ours[i] == ours[j]) == (triton[i] == triton[j]), (values[i], values[j], spec)
+
+
+def test_every_planned_key_is_rebuilt_exactly_by_its_warmup_arguments(keys):
+    assert len(keys) > 10
+    for kernel, key in keys:
+        fn = jit_function(kernel)
+        assert specialisation_key(fn, (), warmup_kwargs(fn, key)) == key, kernel
+
+
+def test_planned_keys_are_the_planned_check_keys(keys):
+    """The enumeration is a planned check (harness/planning.py, itself checked against real launches
+    in tests/harness/test_planning.py): per property, the same keys as planning it alone."""
+    from harness.planning import GPU_DEVICE_TYPE, PlannedKernel, gpu_planning
+    from harness.properties import REGISTRY
+    from tests.harness.property_helpers import cpu_context
+
+    seen = set()
+    for name in PLANNED:
+        ctx = cpu_context(seed=0, sized_for=GPU_DEVICE_TYPE, stat_seconds_per_property=float("inf"))
+        with gpu_planning() as log:
+            REGISTRY[name].run(PlannedKernel(), ctx)
+        seen |= {(r.kernel, r.key) for r in log.records}
+    assert seen == keys
+
+
+def test_compile_step_runs_every_key(keys):
+    done, errors = compile_keys(keys, jobs=0)  # the interpreter's warmup returns at once
+    assert done == len(keys) and errors == []
+
+
+def test_value_for_refuses_what_it_cannot_build():
+    assert value_for("(16, 'x')", constexpr=True) == (16, "x") and value_for("i32/16", False) == 16
+    with pytest.raises(ValueError):
+        value_for("Foo:bar", constexpr=False)
+
+
+def test_the_xdist_controller_prewarms_only_our_kernels_on_a_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.delenv("SPECFUZZ_PREWARM", raising=False)
+    monkeypatch.setenv("SPECFUZZ_SEED", "4")
+    ours = types.SimpleNamespace(getoption=lambda name: None)
+    argv = conftest.prewarm_argv(ours, ["0"])
+    assert argv[:2] == ["-m", "harness.prewarm"] and argv[-2:] == ["--seed", "4"]
+    assert conftest.prewarm_argv(types.SimpleNamespace(getoption=lambda n: "x.y:z"), ["0"]) is None
+    assert conftest.prewarm_argv(ours, []) is None
+    monkeypatch.setenv("SPECFUZZ_PREWARM", "0")
+    assert conftest.prewarm_argv(ours, ["0"]) is None
