@@ -14,7 +14,7 @@
 - Under ``pytest -n N`` on a GPU machine, each xdist worker is pinned to one GPU
   (``CUDA_VISIBLE_DEVICES``), round robin over the GPUs already visible to the controller, and the
   controller first compiles, in parallel, every Triton specialisation that a check of the active
-  profile with ``SPECFUZZ_SEED`` makes (``python -m harness.prewarm``: what the property tests
+  profile with ``SPECFUZZ_SEED`` makes (``python -m harness.compiles.prewarm``: what the property tests
   draw), so that the workers load binaries instead of compiling the same ones at the same time.
   ``SPECFUZZ_PREWARM=0`` turns that off; nothing happens without a GPU or with another ``--kernel``.
 """
@@ -95,18 +95,18 @@ def pytest_xdist_setupnodes(config, specs):
 
 
 def prewarm_argv(config, gpus: list[str]) -> list[str] | None:
-    """``-m harness.prewarm ...`` for the controller, or None: no GPU, ``SPECFUZZ_PREWARM=0``, or a
+    """``-m harness.compiles.prewarm ...`` for the controller, or None: no GPU, ``SPECFUZZ_PREWARM=0``, or a
     kernel under test other than ours (the plan is of our kernels' launches)."""
     import torch
 
-    from harness.prewarm import OUR_KERNELS
+    from harness.compiles.prewarm import OUR_KERNELS
 
     kernel = (config.getoption("--kernel") if config is not None else None) or OUR_KERNELS
     if os.environ.get("SPECFUZZ_PREWARM", "1") == "0" or kernel != OUR_KERNELS:
         return None
     if not gpus or not torch.cuda.is_available():
         return None
-    return ["-m", "harness.prewarm", "--profile", active_profile_name(), "--seed",
+    return ["-m", "harness.compiles.prewarm", "--profile", active_profile_name(), "--seed",
             os.environ.get("SPECFUZZ_SEED", "0")]
 
 

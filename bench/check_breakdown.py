@@ -10,7 +10,7 @@ kernel calls, seconds inside kernel calls (synchronised on CUDA), host seconds s
 building (``build``: logits from their seed, cast, copy to the device), the float64 oracle
 (``oracle``) and the rest (Hypothesis, judging, comparisons), then Triton compiles: how many
 specialisations were compiled (``comp``) or loaded from the on-disk cache (``load``) and their
-seconds (Triton's own hooks, harness/compile_keys.py ``CompileLog``; on a GPU only), and the
+seconds (Triton's own hooks, harness/compiles/keys.py ``CompileLog``; on a GPU only), and the
 distinct specialisation keys the property's launches used (``keys``) and how many of them no
 earlier property had used (``new``: what a cold run compiles there). ``--varied`` adds, per
 property, which kernel parameters took several classes (the reasons for the count).
@@ -20,9 +20,9 @@ property, which kernel parameters took several classes (the reasons for the coun
   user's cache when ``--cold`` is not given). Both: cold, then warm, on the same cache. Neither: one
   run in this process on the current cache.
 - ``--prewarm`` (GPU): compile the run's planned keys in parallel before the properties
-  (harness/prewarm.py); the header gives its seconds, and ``load`` then counts what it compiled.
+  (harness/compiles/prewarm.py); the header gives its seconds, and ``load`` then counts what it compiled.
 - ``--plan-gpu``: no kernel runs; the keys an H200 would compile are worked out on this machine
-  (harness/planning.py: our kernels' compiled-Triton launch plan, oracle answers). Default profile
+  (harness/compiles/planning.py: our kernels' compiled-Triton launch plan, oracle answers). Default profile
   then ``gpu``. Times are those of the planning run, not of a GPU.
 
 On the CPU nothing compiles (the interpreter); keys are computed as Triton would (compile_keys.py).
@@ -65,7 +65,7 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--warm", action="store_true", help="a fresh process on a filled Triton cache")
     p.add_argument("--plan-gpu", action="store_true", help="keys an H200 would compile, worked out here")
     p.add_argument("--prewarm", action="store_true",
-                   help="GPU: compile the run's planned keys in parallel first (harness/prewarm.py)")
+                   help="GPU: compile the run's planned keys in parallel first (harness/compiles/prewarm.py)")
     p.add_argument("--varied", action="store_true", help="print what varied between each property's keys")
     p.add_argument("--json", metavar="FILE", default=None, help="write the runs' rows as JSON")
     p.add_argument("--child-json", default=None, help=argparse.SUPPRESS)
@@ -79,11 +79,11 @@ def one_run(args) -> dict:
 
     import torch
 
-    from harness.compile_keys import CompileLog, distinct, per_kernel, varied
+    from harness.compiles.keys import CompileLog, distinct, per_kernel, varied
     from harness.profiles import PROFILES, active_profile_name
     from harness.properties.base import RunContext
     from harness.runner import run_properties, select_properties
-    from harness.time_split import TimedKernel, TimeSplit
+    from harness.timing.time_split import TimedKernel, TimeSplit
 
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     name = args.profile or ("gpu" if args.plan_gpu else active_profile_name())
@@ -101,7 +101,7 @@ def one_run(args) -> dict:
     started = time.perf_counter()
     prewarm_s = None
     if args.prewarm and device.type == "cuda" and not args.plan_gpu:
-        from harness.prewarm import prewarm
+        from harness.compiles.prewarm import prewarm
 
         prewarm(name, seed, device="cuda", kernel_spec=args.kernel, max_examples=args.max_examples,
                 names=args.only, say=lambda s: print(s, file=sys.stderr, flush=True))
@@ -149,17 +149,17 @@ def key_text(kernel_key) -> str:
 
 class _key_source:
     """``(kernel, log)``: the kernel and a real ``LaunchLog``, or under ``--plan-gpu`` the planned
-    kernel and the planning log (harness/planning.py)."""
+    kernel and the planning log (harness/compiles/planning.py)."""
 
     def __init__(self, args, ctx):
         self.args, self.ctx = args, ctx
 
     def __enter__(self):
-        from harness.compile_keys import LaunchLog
+        from harness.compiles.keys import LaunchLog
         from harness.plugins import load_kernel
 
         if self.args.plan_gpu:
-            from harness.planning import GPU_DEVICE_TYPE, PlannedKernel, gpu_planning
+            from harness.compiles.planning import GPU_DEVICE_TYPE, PlannedKernel, gpu_planning
 
             self.ctx.extra["sized_for"] = GPU_DEVICE_TYPE
             # the statistical layer skips itself when this process's speed projects too slow; on the

@@ -9,7 +9,7 @@
 #   check-warm    the same cache, no prewarm (target: <= 60 s warm)
 #   breakdown     bench/check_breakdown.py on that warm cache: per property kernel / build / oracle /
 #                 other seconds, loads, keys (JSON with every key)
-#   plan          the keys planned for the same seed (harness/planning.py), compared with the keys
+#   plan          the keys planned for the same seed (harness/compiles/planning.py), compared with the keys
 #                 the breakdown saw launched: they must be equal property by property
 #   cold-compile  empty cache, no prewarm: the breakdown of a cold run (Triton's compile hooks), cut
 #                 at 9 minutes by --budget so it always reports

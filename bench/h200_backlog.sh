@@ -10,7 +10,8 @@
 #             tar -x -C before), the GPU kernel tests, and the coupled check (seed 340)
 #   faults    issue 38: the CUDA out-of-bounds kernel ends as a crash finding; supervision overhead
 #   golden    issue 35: record and diff times, gpu profile, our kernels
-#   breakdown issue 32: bench/check_breakdown.py cold and warm, then pytest -n auto cold-cache time
+#   breakdown issue 32: bench/fast_verdicts_h200.sh (its own stages: check cold/warm with prewarm,
+#             the breakdown, planned vs launched keys, pytest -n auto cold/warm, the outside kernel)
 #   vllm      issues 31 and 36: the v1 adapter's check (second seed) and bench/vs_vllm.py (carry
 #             .whl and .vllm, see bench/vllm_gpu_check.sh)
 set -uo pipefail
@@ -39,8 +40,7 @@ case $stage in
     t record timeout 250 python -m harness record --profile gpu --seed 1 --out "$out/golden.json.gz"
     t diff timeout 250 python -m harness diff --against "$out/golden.json.gz" --json "$out/diff.json" ;;
   breakdown)
-    t breakdown timeout 420 python bench/check_breakdown.py --cold --warm --json "$out/breakdown.json"
-    t pytest-cold env TRITON_CACHE_DIR="$(mktemp -d)" timeout 170 python -m pytest -q -n auto -p no:cacheprovider ;;
+    shift 2; bash bench/fast_verdicts_h200.sh "$out" "$@" ;;
   vllm)
     bash bench/vllm_gpu_check.sh "$out/v1" 102 8 v1 >"$out/v1.log" 2>&1; tail -20 "$out/v1.log"
     t vs-vllm timeout 280 env PYTHONPATH="$PWD:/tmp/site" python bench/vs_vllm.py --quick --json "$out/vs_vllm.json" ;;

@@ -6,9 +6,9 @@ every registered property the kernel claims and exits 0 when all claimed propert
 fails (with ``--strict``: or a claimed one was skipped; a kernel that crashes, exits or hangs its
 supervised worker fails: harness/execution/supervisor.py), 2 on a usage or harness error. Its last line says
 how many properties ran, which were skipped and why, and which the kernel does not claim.
-``--budget`` spends a wall-time budget across the properties (harness/budget.py: equal shares of
+``--budget`` spends a wall-time budget across the properties (harness/timing/budget.py: equal shares of
 what is left); what it does not reach is ``skipped for budget``, never passed. On a terminal a status
-line inside each property shows cases done, elapsed time and an estimate (harness/progress.py).
+line inside each property shows cases done, elapsed time and an estimate (harness/timing/progress.py).
 Other subcommands (fuzz, merge,
 replay, mutate, calibrate, record, diff) come from modules that define ``add_cli(subparsers)``; each
 sets ``func`` on its parser to a callable taking the parsed arguments and returning an exit code.
@@ -90,7 +90,7 @@ def add_check_cli(subparsers) -> None:
         "--prewarm",
         action="store_true",
         help="GPU: first compile every Triton specialisation the run will launch, in parallel "
-        "(harness/prewarm.py; our kernels only)",
+        "(harness/compiles/prewarm.py; our kernels only)",
     )
     add_supervision_args(p)
     p.add_argument(
@@ -106,13 +106,11 @@ def add_check_cli(subparsers) -> None:
 def run_check(args: argparse.Namespace) -> int:
     import torch
 
-    from harness.budget import Budget
     from harness.campaigns.fuzz import UsageError, parse_duration
     from harness.contract import capabilities_of, domain_of
     from harness.execution.supervisor import close, profile_with_limits, supervise
     from harness.plugins import PluginError, load_kernel
     from harness.profiles import PROFILES, active_profile_name
-    from harness.progress import Progress
     from harness.properties.base import ERROR, PropertyResult, RunContext
     from harness.reporting.report import build_report, family_wise_alpha, summary_table, write_report
     from harness.runner import (
@@ -126,6 +124,8 @@ def run_check(args: argparse.Namespace) -> int:
         strict_exit_code,
         verdict_line,
     )
+    from harness.timing.budget import Budget
+    from harness.timing.progress import Progress
 
     say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
     try:
@@ -198,7 +198,7 @@ def run_check(args: argparse.Namespace) -> int:
     say("domain: " + " ".join(f"{k}={v}" for k, v in ctx.extra["domain"].items()))
     started, t0 = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
     if args.prewarm and device.type == "cuda":
-        from harness.prewarm import prewarm
+        from harness.compiles.prewarm import prewarm
 
         prewarm(profile.name, seed, device="cuda", kernel_spec=args.kernel, say=say,
                 max_examples=args.max_examples, names=args.only)

@@ -36,15 +36,15 @@ class Profile:
     # of a run may take the larger of the two limits (Triton compiles, CUDA context creation).
     call_time_limit_s: float = 120.0
     first_call_time_limit_s: float = 600.0
-    # Vocabulary sizes come from these power-of-two rungs (harness/vocab_ladder.py), so that a run
+    # Vocabulary sizes come from these power-of-two rungs (harness/generation/vocab_ladder.py), so that a run
     # compiles few Triton specialisations; None: any size 1..max_vocab (nightly campaigns).
     vocab_rungs: tuple[int, ...] | None = None
-    # Case properties draw their cases from a palette of shapes per run (harness/shape_palette.py),
+    # Case properties draw their cases from a palette of shapes per run (harness/generation/shape_palette.py),
     # so that the properties of a run share their compiled specialisations.
     shape_palette: bool = False
 
 
-# Rungs per profile (harness/vocab_ladder.py says what each one stands for).
+# Rungs per profile (harness/generation/vocab_ladder.py says what each one stands for).
 CI_RUNGS = (1, 8, 16, 256, 512)  # (256, 300]: two 256-wide blocks under the interpreter
 DEV_RUNGS = (1, 8, 16, 256, 1024, 8192)
 GPU_RUNGS = (1, 8, 16, 1024, 8192, 16384, 262144)

@@ -18,7 +18,7 @@
   case by case (the statistical layer calls the kernel on batches of its own) fails that property
   with a ``crash`` / ``hang`` finding on the exact batch of the call (``fault_result``); its repro
   runs that batch through ``structural`` in the foreground. The next property gets a fresh worker.
-- Budget (``check --budget``, harness/budget.py): with a ``Budget``, each claimed property gets a
+- Budget (``check --budget``, harness/timing/budget.py): with a ``Budget``, each claimed property gets a
   deadline (an equal share of what is left; unused time carries over) in ``ctx.extra``; a property
   cut at its deadline, or not started because the budget was spent, is ``skipped`` with a note
   starting ``skipped for budget``, never ``pass``.
@@ -39,7 +39,6 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness.budget import DEADLINE_KEY, SKIPPED_FOR_BUDGET, Budget
 from harness.contract import VerifyBatch
 from harness.execution.kernel_calls import KernelFault
 from harness.generation.cases import Case, case_from_batch
@@ -56,6 +55,7 @@ from harness.properties.base import (
     unclaimed_result,
 )
 from harness.properties.case_property import CaseCheck, CaseProperty, fault_finding, foreground_repro
+from harness.timing.budget import DEADLINE_KEY, SKIPPED_FOR_BUDGET, Budget
 
 Progress = Callable[[str], None]
 

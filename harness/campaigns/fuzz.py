@@ -45,7 +45,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.budget import DEADLINE_KEY
 from harness.campaigns.merge import failure_key
 from harness.execution.kernel_calls import KernelFault
 from harness.plugins import DEFAULT_KERNEL_SPEC as DEFAULT_KERNEL  # one default for every command
@@ -59,6 +58,7 @@ from harness.properties.base import (
     PropertyResult,
     RunContext,
 )
+from harness.timing.budget import DEADLINE_KEY
 
 MARGIN_ELEMENT_CAP = 1 << 22  # oracle margins are computed (for guidance) only for batches this small
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*$")

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from harness.contract import capabilities_of
 from harness.generation.cases import Case
 from harness.generation.logit_families import FAMILIES
+from harness.generation.shape_palette import fit, request_counts, request_limit
+from harness.generation.vocab_ladder import ladder_sizes
 from harness.profiles import Profile
-from harness.shape_palette import fit, request_counts, request_limit
-from harness.vocab_ladder import ladder_sizes
 
 _PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 127, 251, 257, 509, 1021, 4093, 8191, 65521, 131071)
 _POWERS = tuple(v for e in range(19) for v in (2**e - 1, 2**e, 2**e + 1) if v >= 1)
@@ -73,8 +73,8 @@ class CaseSpace:
     logprobs: bool = False
     min_draft: int = 0
     max_logit_elements: int = 1 << 21  # cap on num_logits * V (fewer requests are drawn at large V)
-    vocab_rungs: tuple[int, ...] | None = None  # the profile's ladder (harness/vocab_ladder.py)
-    shapes: tuple | None = None  # the run's palette (harness/shape_palette.py); None: draw freely
+    vocab_rungs: tuple[int, ...] | None = None  # the profile's ladder (harness/generation/vocab_ladder.py)
+    shapes: tuple | None = None  # the run's palette (harness/generation/shape_palette.py); None: draw freely
 
     @classmethod
     def for_kernel(cls, profile: Profile, kernel: object) -> CaseSpace:

@@ -46,13 +46,13 @@ class RunContext:
     @property
     def device_type(self) -> str:
         """The device kind that fixed cases are sized for: the tensors' device, unless a planning
-        run on the CPU stands in for a GPU (``extra["sized_for"]``, harness/planning.py)."""
+        run on the CPU stands in for a GPU (``extra["sized_for"]``, harness/compiles/planning.py)."""
         return self.extra.get("sized_for", self.device.type)
 
     @property
     def progress(self):
-        """Where a property reports how far it got (harness/progress.py; silent unless set)."""
-        from harness.progress import NULL
+        """Where a property reports how far it got (harness/timing/progress.py; silent unless set)."""
+        from harness.timing.progress import NULL
 
         return self.extra.get("progress") or NULL
 

@@ -27,10 +27,10 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
-from harness.budget import BudgetSpent, budget_note, deadline_passed
 from harness.contract import capabilities_of
 from harness.execution.kernel_calls import DeviceFault, KernelFault, KernelRaised
 from harness.generation.cases import Case
+from harness.generation.shape_palette import palette
 from harness.generation.strategies import CaseSpace, cases, coverage_of, in_temperature_domain
 from harness.judging.output_checks import Violation
 from harness.properties.base import (
@@ -43,7 +43,7 @@ from harness.properties.base import (
     PropertyResult,
     RunContext,
 )
-from harness.shape_palette import palette
+from harness.timing.budget import BudgetSpent, budget_note, deadline_passed
 
 
 @dataclass
@@ -134,7 +134,8 @@ class CaseProperty:
 
     def space(self, kernel: object, ctx: RunContext) -> CaseSpace:
         """The kernel's space under the profile, with the run's palette of shapes when the profile
-        has one (harness/shape_palette.py: one palette for every property of a run, from its seed)."""
+        has one (harness/generation/shape_palette.py: one palette for every property of a run, from its
+        seed)."""
         space = CaseSpace.for_kernel(ctx.profile, kernel)
         space = replace(space, chunking=space.chunking and self.chunk_budgets)
         if not ctx.profile.shape_palette:

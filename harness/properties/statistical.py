@@ -29,7 +29,6 @@ import numpy as np
 import torch
 from scipy.stats import norm
 
-from harness.budget import DEADLINE_KEY, SKIPPED_FOR_BUDGET, budget_note, deadline_passed
 from harness.contract import VerifyBatch, VerifyOutput, capabilities_of
 from harness.judging import stats
 from harness.properties.base import (
@@ -61,6 +60,7 @@ from harness.properties.statistical_sampling import (
     replicated_batches,
     seed_block,
 )
+from harness.timing.budget import DEADLINE_KEY, SKIPPED_FOR_BUDGET, budget_note, deadline_passed
 from reference.laws import accepted_variance, conditional_law, expected_accepted, output_law
 
 MIN_SAMPLES = 256
@@ -272,7 +272,7 @@ def _case_of(batch: VerifyBatch) -> dict:
 
 class _Suite:
     """A statistical property's assertions, counted for ``ctx.progress`` and cut at the property's
-    deadline (``check --budget``, harness/budget.py): ``each(items)`` stops yielding once the
+    deadline (``check --budget``, harness/timing/budget.py): ``each(items)`` stops yielding once the
     deadline has passed, and ``cut`` says so."""
 
     def __init__(self, ctx: RunContext, name: str, planned: int):

@@ -99,8 +99,8 @@ def build_report(
         report["domain"] = ctx.extra["domain"]
     if ctx.extra.get("acceptance"):
         report["acceptance"] = ctx.extra["acceptance"]
-    if ctx.extra.get("budget_s") is not None:  # check --budget (harness/budget.py)
-        from harness.budget import SKIPPED_FOR_BUDGET
+    if ctx.extra.get("budget_s") is not None:  # check --budget (harness/timing/budget.py)
+        from harness.timing.budget import SKIPPED_FOR_BUDGET
 
         report["budget_s"] = ctx.extra["budget_s"]
         report["skipped_for_budget"] = [r.name for r in results if r.note.startswith(SKIPPED_FOR_BUDGET)]

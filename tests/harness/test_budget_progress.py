@@ -1,4 +1,5 @@
-"""``check --budget`` (harness/budget.py) and the in-property progress line (harness/progress.py).
+"""``check --budget`` (harness/timing/budget.py) and the in-property progress line
+(harness/timing/progress.py).
 
 The budget tests use a correct kernel that is slow on purpose (the oracle plus a sleep per call):
 without a budget every property passes, with a small one the run must report the properties it cut
@@ -16,12 +17,12 @@ import pytest
 
 from harness import cli
 from harness.adapters.reference_kernel import ReferenceKernel
-from harness.budget import SKIPPED_FOR_BUDGET, Budget
-from harness.progress import Progress
 from harness.properties import REGISTRY, statistical
 from harness.properties.base import PASS, SKIPPED
 from harness.reporting.report_html import render_html
 from harness.runner import run_properties, verdict_line
+from harness.timing.budget import SKIPPED_FOR_BUDGET, Budget
+from harness.timing.progress import Progress
 from tests.harness.property_helpers import cpu_context
 
 CALL_SECONDS = 0.1

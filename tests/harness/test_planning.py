@@ -1,5 +1,5 @@
-"""Specialisation keys (harness/compile_keys.py) and the H200 launch plan worked out on the CPU
-(harness/planning.py), checked against real launches under the interpreter."""
+"""Specialisation keys (harness/compiles/keys.py) and the H200 launch plan worked out on the CPU
+(harness/compiles/planning.py), checked against real launches under the interpreter."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.compile_keys import LaunchLog, arg_class, distinct, kernel_params, specialisation_key, varied
-from harness.planning import PlannedKernel, _repeating_batches, gpu_planning, host_summary
+from harness.compiles.keys import LaunchLog, arg_class, distinct, kernel_params, specialisation_key, varied
+from harness.compiles.planning import PlannedKernel, _repeating_batches, gpu_planning, host_summary
 from harness.properties import REGISTRY, statistical
 from harness.properties.base import PASS
 from harness.properties.statistical_cases import large_vocab_rows

@@ -1,4 +1,4 @@
-"""harness/prewarm.py on the CPU: the keys it plans are the keys a check launches, the arguments it
+"""harness/compiles/prewarm.py on the CPU: the keys it plans are the keys a check launches, the arguments it
 builds specialise as Triton specialises them, and the compile step runs (a no-op under the
 interpreter; on a GPU the same calls compile)."""
 
@@ -12,8 +12,8 @@ from triton._C.libtriton import native_specialize_impl
 from triton.backends.compiler import BaseBackend
 
 import conftest
-from harness.compile_keys import arg_class, specialisation_key
-from harness.prewarm import (
+from harness.compiles.keys import arg_class, specialisation_key
+from harness.compiles.prewarm import (
     INT_FOR_CLASS,
     Pointer,
     compile_keys,
@@ -53,9 +53,9 @@ def test_every_planned_key_is_rebuilt_exactly_by_its_warmup_arguments(keys):
 
 
 def test_planned_keys_are_the_planned_check_keys(keys):
-    """The enumeration is a planned check (harness/planning.py, itself checked against real launches
+    """The enumeration is a planned check (harness/compiles/planning.py, itself checked against real launches
     in tests/harness/test_planning.py): per property, the same keys as planning it alone."""
-    from harness.planning import GPU_DEVICE_TYPE, PlannedKernel, gpu_planning
+    from harness.compiles.planning import GPU_DEVICE_TYPE, PlannedKernel, gpu_planning
     from harness.properties import REGISTRY
     from tests.harness.property_helpers import cpu_context
 
@@ -85,7 +85,7 @@ def test_the_xdist_controller_prewarms_only_our_kernels_on_a_gpu(monkeypatch):
     monkeypatch.setenv("SPECFUZZ_SEED", "4")
     ours = types.SimpleNamespace(getoption=lambda name: None)
     argv = conftest.prewarm_argv(ours, ["0"])
-    assert argv[:2] == ["-m", "harness.prewarm"] and argv[-2:] == ["--seed", "4"]
+    assert argv[:2] == ["-m", "harness.compiles.prewarm"] and argv[-2:] == ["--seed", "4"]
     assert conftest.prewarm_argv(types.SimpleNamespace(getoption=lambda n: "x.y:z"), ["0"]) is None
     assert conftest.prewarm_argv(ours, []) is None
     monkeypatch.setenv("SPECFUZZ_PREWARM", "0")

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from harness.adapters.reference_kernel import kernel as reference
 from harness.generation.cases import build_batch
 from harness.generation.logit_families import FAMILIES, generate
+from harness.generation.shape_palette import fit, palette, vocab_classes
 from harness.generation.strategies import (
     SPECIAL_VOCABS,
     CaseSpace,
@@ -22,9 +23,8 @@ from harness.generation.strategies import (
     temperatures,
     vocab_sizes,
 )
+from harness.generation.vocab_ladder import rungs_within
 from harness.profiles import CI_RUNGS, GPU_RUNGS, PROFILES
-from harness.shape_palette import fit, palette, vocab_classes
-from harness.vocab_ladder import rungs_within
 from harness.wellformed import degenerate_rows, malformations
 from tests.harness import sabotage
 

@@ -2,7 +2,7 @@
 
 A compiled Triton kernel is specialised on its block sizes (usually the next power of two of ``V``
 up to a cap), on whether ``V`` and the row strides are multiples of 16, and on ``V == 1``
-(harness/compile_keys.py). Drawing ``V`` anywhere in ``1..262144`` makes nearly every case a new
+(harness/compiles/keys.py). Drawing ``V`` anywhere in ``1..262144`` makes nearly every case a new
 specialisation: a gpu-profile check of our kernels planned 764 distinct keys before this module
 (docs/fast-verdicts.md), each a compile of seconds on a cold cache.
 

@@ -1,6 +1,6 @@
 """Which Triton specialisations a run on an H200 would compile, worked out on a CPU machine.
 
-A GPU run of our kernels compiles one binary per distinct specialisation key (harness/compile_keys.py)
+A GPU run of our kernels compiles one binary per distinct specialisation key (harness/compiles/keys.py)
 of its launches. The keys depend only on the host side of each call: shapes, dtypes, strides,
 alignment and the launch plan the driver derives from them (kernels/tuning.py's block sizes, the
 small-batch and pruning thresholds, programmatic dependent launches on sm_90). ``gpu_planning()``
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 import kernels._device  # noqa: F401  (selects TRITON_INTERPRET before triton is imported)
-from harness.compile_keys import LaunchRecord, kernel_name, specialisation_key
+from harness.compiles.keys import LaunchRecord, kernel_name, specialisation_key
 
 GPU_DEVICE_TYPE = "cuda"
 # kernels/tuning.py's values for compiled Triton (it picks the interpreter's when no GPU is present).

@@ -1,7 +1,7 @@
 """A run's palette of case shapes: the few combinations of compile-relevant choices its cases use.
 
 What a compiled Triton kernel specialises on is decided by a handful of a case's choices: the
-vocabulary class (power-of-two rung, multiple of 16 or not: harness/vocab_ladder.py), the logit
+vocabulary class (power-of-two rung, multiple of 16 or not: harness/generation/vocab_ladder.py), the logit
 dtype, the method, draft logits or point-mass drafts, logprobs, and a few or many requests (kernels
 switch to a single fused launch for small batches; ours at 4). Drawn independently, their product
 (a few hundred combinations) makes nearly every case a new compile: a gpu-profile check planned 764
@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from hypothesis import strategies as st
 
-from harness.vocab_ladder import ALIGN, rung_sizes, rungs_within
+from harness.generation.vocab_ladder import ALIGN, rung_sizes, rungs_within
 
 FEW_REQUESTS = 4  # a "few requests" batch has 1..4; ours fuses small batches up to 4 (kernels/tuning.py)
 

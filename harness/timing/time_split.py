@@ -4,7 +4,8 @@
 a reference kernel's ``verify``) counts for the inner bucket only. ``TimeSplit.instrument()`` wraps,
 for the duration of a ``with`` block:
 
-- ``build``: ``harness.generation.cases.build_batch`` (bulk logits from their seed, the dtype cast and the copy
+- ``build``: ``harness.generation.cases.build_batch`` (bulk logits from their seed, the dtype cast and the
+copy
   to the device) wherever a harness module imported it;
 - ``oracle``: every ``reference`` function a harness module imported, and ``harness.judging.oracle``'s
   bridges (``run_reference``, ``reference_draws``), which also stand for the float64 copies;
@@ -75,8 +76,11 @@ class TimeSplit:
         import harness.generation.cases
         import harness.judging.oracle
 
-        targets = {harness.generation.cases.build_batch: "build", harness.judging.oracle.run_reference: "oracle",
-                   harness.judging.oracle.reference_draws: "oracle"}
+        targets = {
+            harness.generation.cases.build_batch: "build",
+            harness.judging.oracle.run_reference: "oracle",
+            harness.judging.oracle.reference_draws: "oracle",
+        }
         undo = []
         wrappers: dict = {}
         for name, module in list(sys.modules.items()):

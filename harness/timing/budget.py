@@ -37,7 +37,8 @@ def deadline_passed(ctx) -> bool:
 
 
 def budget_note(done: int, planned: int, unit: str, seconds: float) -> str:
-    return f"{SKIPPED_FOR_BUDGET}: {done} of {planned} {unit} in {seconds:.1f}s (its share of the run's time budget)"
+    return (f"{SKIPPED_FOR_BUDGET}: {done} of {planned} {unit} in {seconds:.1f}s "
+            "(its share of the run's time budget)")
 
 
 @dataclass

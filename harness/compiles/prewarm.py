@@ -1,13 +1,14 @@
 """Compile a run's Triton specialisations before it starts: all of them, in parallel, once.
 
-A cold Triton cache makes a run compile each specialisation key (harness/compile_keys.py) the first
+A cold Triton cache makes a run compile each specialisation key (harness/compiles/keys.py) the first
 time a launch needs it, one after another in the process that launches, and under ``pytest -n auto``
 in every worker that needs it at the same time. With the vocabulary ladder and the shape palette
-(harness/vocab_ladder.py, harness/shape_palette.py) the keys of a run are few and known before it
+(harness/generation/vocab_ladder.py, harness/generation/shape_palette.py) the keys of a run are few and known
+before it
 starts, so they can be compiled up front:
 
 1. ``planned_keys``: the keys a ``check`` of our kernels makes for a profile and seed, worked out
-   without launching anything (harness/planning.py: the same cases, calls and launch plan as the
+   without launching anything (harness/compiles/planning.py: the same cases, calls and launch plan as the
    real run, launches recorded instead of made); one process per property, ``jobs`` at a time;
 2. ``compile_keys``: each key compiled by Triton itself (``JITFunction.warmup`` with arguments built
    from the key: ``warmup_kwargs``), ``jobs`` processes at a time, into the on-disk cache that every
@@ -16,7 +17,7 @@ starts, so they can be compiled up front:
 A later run then only loads binaries. Keys a run draws that were not planned (a failure's shrinking)
 still compile on demand, so prewarming can make a run faster, never different. GPU only: under the
 interpreter nothing compiles (``warmup`` returns at once), which is what the CPU tests rely on to
-check the plumbing. ``python -m harness.prewarm --profile ci --seed 0`` is what conftest.py runs in
+check the plumbing. ``python -m harness.compiles.prewarm --profile ci --seed 0`` is what conftest.py runs in
 the xdist controller before the workers start; ``check --prewarm`` runs it before its properties.
 """
 
@@ -73,7 +74,7 @@ def jit_function(kernel: str):
 def warmup_kwargs(fn, key: tuple) -> dict:
     """Keyword arguments whose specialisation key is ``key``: every parameter by name, then the
     launch options (``num_warps``, ``maxnreg``, ``launch_pdl``, ...)."""
-    from harness.compile_keys import kernel_params
+    from harness.compiles.keys import kernel_params
 
     params = {p.name: p for p in kernel_params(fn)}
     out = {}
@@ -104,7 +105,7 @@ def _plan_one(args: tuple) -> list:
 
     import torch
 
-    from harness.planning import GPU_DEVICE_TYPE, PlannedKernel, gpu_planning
+    from harness.compiles.planning import GPU_DEVICE_TYPE, PlannedKernel, gpu_planning
     from harness.plugins import load_kernel
     from harness.profiles import PROFILES
     from harness.properties import REGISTRY
