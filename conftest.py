@@ -91,7 +91,7 @@ def pytest_xdist_setupnodes(config, specs):
         import sys
 
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpus[0])
-        subprocess.run([sys.executable, *prewarm_command], env=env, check=False)
+        subprocess.run([sys.executable, *prewarm_command], env=env, cwd=str(config.rootpath), check=False)
 
 
 def prewarm_argv(config, gpus: list[str]) -> list[str] | None:

@@ -22,7 +22,6 @@ CPU machine, where the interpreter compiles nothing.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import threading
 import time
@@ -258,10 +257,3 @@ class CompileLog:
 
     def since(self, mark: int) -> list[CompileEvent]:
         return self.events[mark:]
-
-
-@contextlib.contextmanager
-def launch_and_compile_logs():
-    """Both logs at once."""
-    with LaunchLog() as launches, CompileLog() as compiles:
-        yield launches, compiles

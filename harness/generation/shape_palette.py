@@ -4,13 +4,14 @@ What a compiled Triton kernel specialises on is decided by a handful of a case's
 vocabulary class (power-of-two rung, multiple of 16 or not: harness/generation/vocab_ladder.py), the logit
 dtype, the method, draft logits or point-mass drafts, logprobs, and a few or many requests (kernels
 switch to a single fused launch for small batches; ours at 4). Drawn independently, their product
-(a few hundred combinations) makes nearly every case a new compile: a gpu-profile check planned 764
-distinct specialisation keys (docs/fast-verdicts.md).
+(a few hundred combinations) makes nearly every case a new compile: a gpu-profile check planned about
+800 distinct specialisation keys (docs/fast-verdicts.md).
 
 A palette fixes, per run, a list of ``Shape`` s, each one value of each of these choices, chosen so
 that every value of every choice appears, and every (dtype, method, drafts) combination appears
 once; vocabulary classes and those combinations are paired by a permutation drawn from the run's
-seed, and logprobs and batch size alternate. Every case of every property of the run draws one shape
+seed (never a float32 combination with the one-token class ``V = 1``), and logprobs and batch size
+alternate. Every case of every property of the run draws one shape
 (index 0, the simplest, is where shrinking goes) and everything else freely: the size inside the
 shape's vocabulary class, request count inside its batch class, draft lengths, temperatures, seeds,
 positions, logit family and scale, chunk budget. All properties of a run share the palette, so a
@@ -94,10 +95,24 @@ def palette(space, seed: int) -> tuple[Shape, ...]:
         dtype, method, draft = combos[combo_order[i % len(combos)]]
         many = (i + shift) % 2 == 1 and request_limit(space, vocab.high) > FEW_REQUESTS
         shapes.append(Shape(vocab, dtype, method, draft, logprobs[(i // 2 + shift) % len(logprobs)], many))
+    _float32_off_degenerate(shapes)
     order = {name: i for i, name in enumerate((*space.dtypes, *space.methods))}
     shapes.sort(key=lambda s: (s.vocab.high, s.vocab.aligned, order[s.dtype], order[s.method],
                                not s.draft_logits, s.logprobs, s.many_requests))
     return tuple(shapes)
+
+
+def _float32_off_degenerate(shapes: list[Shape]) -> None:
+    """A float32 shape drawn onto ``V = 1`` (one token: no decision to get wrong, whatever the
+    dtype) trades its vocabulary class with a 16-bit shape, so that every float32 combination meets
+    real rows: float32 is where a shift of the logits by thousands stays exact (logit_shift) and where
+    most numerical traps of the crafted cases live."""
+    for i, s in enumerate(shapes):
+        if s.vocab.high != 1 or s.dtype != "float32":
+            continue
+        j = next((j for j, o in enumerate(shapes) if o.dtype != "float32" and o.vocab.high > 1), None)
+        if j is not None:
+            shapes[i], shapes[j] = replace(s, vocab=shapes[j].vocab), replace(shapes[j], vocab=s.vocab)
 
 
 def fit(shape: Shape, space) -> Shape:

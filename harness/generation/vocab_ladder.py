@@ -2,9 +2,10 @@
 
 A compiled Triton kernel is specialised on its block sizes (usually the next power of two of ``V``
 up to a cap), on whether ``V`` and the row strides are multiples of 16, and on ``V == 1``
-(harness/compiles/keys.py). Drawing ``V`` anywhere in ``1..262144`` makes nearly every case a new
-specialisation: a gpu-profile check of our kernels planned 764 distinct keys before this module
-(docs/fast-verdicts.md), each a compile of seconds on a cold cache.
+(harness/compiles/keys.py). Drawing ``V`` anywhere in ``1..262144``, with every other choice drawn
+independently too, made nearly every case a new specialisation: a gpu-profile check of our kernels
+planned about 800 distinct keys (docs/fast-verdicts.md), each a compile of seconds on a cold cache.
+The ladder bounds the vocabulary part; harness/generation/shape_palette.py bounds the combinations.
 
 A *rung* is the half-open power-of-two bucket ``(P/2, P]`` (``P`` a power of two; ``P = 1`` is the
 single size 1), clipped to the profile's ``max_vocab``. Every size in a rung shares the
@@ -62,14 +63,3 @@ def ladder_sizes(tops: tuple[int, ...], max_vocab: int,
     """A rung (smallest first, so shrinking goes down the ladder), then a size inside it."""
     rungs = rungs_within(tops, max_vocab)
     return st.sampled_from(rungs).flatmap(lambda r: rung_sizes(r[0], r[1], special))
-
-
-def specialisation_classes(tops: tuple[int, ...], max_vocab: int) -> int:
-    """How many (power-of-two bucket, multiple of 16 or not) classes the ladder can draw: an upper
-    bound on the vocabulary part of a run's distinct specialisations."""
-    count = 0
-    for low, high in rungs_within(tops, max_vocab):
-        aligned = -(-low // ALIGN) <= high // ALIGN
-        ragged = any(v % ALIGN for v in range(low, min(high, low + ALIGN) + 1))
-        count += int(aligned) + int(ragged)
-    return count

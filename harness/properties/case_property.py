@@ -119,10 +119,11 @@ class CaseProperty:
     name: str = ""
     layer: int = 1
     summary: str = ""
-    # Whether cases carry drawn chunk budgets: only where the claim is about chunked calls
-    # (``chunk_invariance``: chunked == unchunked bit for bit, which every other property judges;
-    # ``structural``: guards and contract of chunked calls). Elsewhere a chunked call would only add
-    # compiled variants (chunk slices at unaligned rows, per-chunk batch sizes) to a run.
+    # Whether cases carry drawn chunk budgets under a profile with a palette (nightly draws them
+    # everywhere): only where the claim is about chunked calls (``chunk_invariance``: chunked ==
+    # unchunked bit for bit, which every other property judges; ``structural``: guards and contract
+    # of chunked calls). Elsewhere a chunked call only added compiled variants (chunk slices at
+    # unaligned rows, per-chunk batch sizes) to a run.
     chunk_budgets: bool = False
 
     def not_claimed_reason(self, kernel: object) -> str | None:
@@ -133,13 +134,13 @@ class CaseProperty:
         return self.not_claimed_reason(kernel) is None
 
     def space(self, kernel: object, ctx: RunContext) -> CaseSpace:
-        """The kernel's space under the profile, with the run's palette of shapes when the profile
-        has one (harness/generation/shape_palette.py: one palette for every property of a run, from its
-        seed)."""
+        """The kernel's space under the profile; when the profile has a palette, with the run's
+        shapes (harness/generation/shape_palette.py: one palette for every property of a run, from its seed)
+        and chunk budgets only where ``chunk_budgets`` says."""
         space = CaseSpace.for_kernel(ctx.profile, kernel)
-        space = replace(space, chunking=space.chunking and self.chunk_budgets)
         if not ctx.profile.shape_palette:
             return space
+        space = replace(space, chunking=space.chunking and self.chunk_budgets)
         return replace(space, shapes=palette(space, ctx.child_seed("shape palette")))
 
     def strategy(self, kernel: object, ctx: RunContext) -> st.SearchStrategy[Case]:

@@ -177,6 +177,26 @@ class LogitShift(CaseProperty):
     layer = 3
     summary = "adding a constant to any logits row changes nothing (computed exactly on a grid)"
 
+    def anchor_cases(self, kernel, ctx: RunContext) -> list[Case]:
+        """One float32 case per claimed method, every run: float32 is the dtype whose grid leaves
+        room for shifts in the thousands (``exact_shift_grid``), where a kernel that exponentiates
+        without subtracting the row maximum saturates. A run's palette of shapes
+        (harness/generation/shape_palette.py) gives float32 to a third of its shapes, which twelve examples
+        may all miss."""
+        caps = capabilities_of(kernel)
+        if torch.float32 not in caps.dtypes:
+            return []
+        anchors, k = [], min(3, caps.max_draft_len)
+        for method in sorted(getattr(kernel, "methods", ())):
+            seed = ctx.child_seed(self.name, "anchor", method) >> 8
+            anchors.append(Case(
+                vocab_size=min(13, caps.max_vocab), draft_lens=[min(2, k), min(1, k), k],
+                temperatures=[1.0, 0.5, 2.0], seeds=[seed, seed + 1, seed + 2], positions=[0, 9, 2**32 - 1],
+                family="gaussian", scale=3.0, data_seed=seed % (2**32), method=method,
+                has_draft_logits=method == "token" or not caps.point_mass_drafts,  # block: point drafts
+            ))
+        return anchors
+
     def check(self, kernel, case: Case, ctx: RunContext) -> CaseCheck:
         caps = capabilities_of(kernel)
         case = replace(case, temperatures=[_power_of_two(t, caps.min_temperature) for t in case.temperatures])
