@@ -264,9 +264,11 @@ def _budget_part(note: str) -> str:
 
 def verdict_line(results: list[PropertyResult], code: int, strict: bool, seconds: float, seed: int) -> str:
     """The last line of ``check``: the verdict, how many properties ran, and which were skipped (and
-    why) or not claimed, so that ``PASS`` never hides a property that was not run."""
-    verdict = ["PASS", "FAIL", "ERROR"][code]
+    why) or not claimed, so that ``PASS`` never hides a property that was not run. When no property
+    ran at all, the word is ``NOTHING RAN`` instead of ``PASS`` (the exit code is the same: 0, or 1
+    under ``--strict`` when a claimed property was skipped)."""
     ran = [r for r in results if r.verdict in (PASS, FAIL, ERROR)]
+    verdict = ["PASS", "FAIL", "ERROR"][code] if ran else ("NOTHING RAN" if code == 0 else "FAIL")
     failed = sum(r.verdict == FAIL for r in ran)
     errors = sum(r.verdict == ERROR for r in ran)
     skipped = [r for r in results if r.verdict == SKIPPED]

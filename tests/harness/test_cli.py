@@ -303,6 +303,11 @@ def test_verdict_line_counts_what_ran_and_names_what_was_skipped():
     assert overall_exit_code(held) == 0 and strict_exit_code(held) == 1
     assert strict_exit_code([res("a", PASS), res("c", NOT_CLAIMED)]) == 0  # not claimed is not skipped
     assert strict_exit_code([res("a", ERROR), res("b", SKIPPED)]) == 2
+    # nothing ran: never the word PASS (a user reading only the first word must not be told "PASS")
+    none_ran = [res("b", SKIPPED, "not run: too slow here"), res("c", NOT_CLAIMED, "no")]
+    lenient = verdict_line(none_ran, overall_exit_code(none_ran), False, 1.0, 7)
+    assert lenient.startswith("NOTHING RAN: 0 of 2"), lenient
+    assert verdict_line(none_ran, strict_exit_code(none_ran), True, 1.0, 7).startswith("FAIL: 0 of 2")
 
 
 @pytest.mark.parametrize("strict", [False, True])
