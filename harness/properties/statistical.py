@@ -128,8 +128,9 @@ def too_slow(
     probe: Callable[[], float] | None = None,
 ) -> PropertyResult | None:
     """A "skipped" result explaining the projection when ``total_samples`` would exceed the
-    profile's time budget for one property (or ``ctx.extra["stat_seconds_per_property"]``, which a
-    fuzz campaign sets to its time left); None when the property can run.
+    profile's time budget for one property (or ``ctx.extra["stat_seconds_per_property"]``, set by
+    tests and benches), or the time left before ``ctx.extra[DEADLINE_KEY]`` (``check --budget``'s
+    share, a fuzz campaign's deadline); None when the property can run.
 
     ``probe`` times ``PROBE_REQUESTS`` requests of the property's own size. Off a GPU a request's cost
     grows with its logits, and the pilot request of ``kernel_cost`` has 32: a property whose requests
