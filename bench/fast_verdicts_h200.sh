@@ -7,6 +7,7 @@
 # order on one machine: a later stage reads the cache an earlier one filled):
 #   check-cold    empty cache: `check --profile gpu --seed 1 --prewarm` (targets: <= 3 min cold)
 #   check-warm    the same cache, no prewarm (target: <= 60 s warm)
+#   check-seed2   the same cache, another seed (SEED2, drawn when unset), no prewarm: a second verdict
 #   breakdown     bench/check_breakdown.py on that warm cache: per property kernel / build / oracle /
 #                 other seconds, loads, keys (JSON with every key)
 #   plan          the keys planned for the same seed (harness/compiles/planning.py), compared with the keys
@@ -16,7 +17,7 @@
 #   pytest-cold   empty cache: `pytest -n auto` (16 workers; conftest prewarms) (target: <= 5 min)
 #   pytest-warm   the same cache (target: <= 2 min)
 #   outside       empty cache: the outside-kernel check (vLLM's MRV2, if vllm imports) (<= 3 min cold)
-# Every stage writes OUT/<stage>.log and appends "<stage> <exit> <seconds>" to OUT/timings.txt.
+# STAGE_LIMIT=S caps each stage (default 570 s). Every stage writes OUT/<stage>.log and appends "<stage> <exit> <seconds>" to OUT/timings.txt.
 set -u
 out=${1:?usage: bash bench/fast_verdicts_h200.sh OUT [STAGE ...]}
 shift
@@ -25,14 +26,18 @@ mkdir -p "$out"; out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD
 base=$HOME/specfuzz-fv
-seed=1
+# SEED=N fixes the root seed (default 1); SEED=random draws one, as a user's `check` does.
+rand() { python3 -c 'import os; print(int.from_bytes(os.urandom(4), "little"))'; }
+seed=${SEED:-1}; [ "$seed" = random ] && seed=$(rand)
+seed2=${SEED2:-$(rand)}
+echo "seeds: $seed $seed2" | tee -a "$out/timings.txt"
 
 fresh() { rm -rf "$1"; mkdir -p "$1"; }
 
 stage() {  # stage NAME COMMAND...: run with a 570 s limit, log, time
   local name=$1; shift
   local t0=$(date +%s.%N)
-  timeout 570 "$@" > "$out/$name.log" 2>&1
+  timeout "${STAGE_LIMIT:-570}" "$@" > "$out/$name.log" 2>&1
   local code=$?
   local secs=$(python3 -c "import time; print(f'{time.time() - $t0:.1f}')")
   echo "$name $code $secs" | tee -a "$out/timings.txt"
@@ -47,6 +52,9 @@ for s in $stages; do
     check-warm)
       TRITON_CACHE_DIR=$base/check stage check-warm python -m harness check --profile gpu --device cuda \
         --seed $seed --report "$out/check-warm" ;;
+    check-seed2)
+      TRITON_CACHE_DIR=$base/check stage check-seed2 python -m harness check --profile gpu --device cuda \
+        --seed $seed2 --report "$out/check-seed2" ;;
     breakdown)
       TRITON_CACHE_DIR=$base/check stage breakdown python bench/check_breakdown.py --profile gpu \
         --device cuda --seed $seed --varied --json "$out/breakdown-warm.json" ;;
