@@ -66,6 +66,7 @@ import contextlib
 import importlib
 import importlib.util
 import inspect
+import itertools
 import os
 from functools import cache
 
@@ -75,14 +76,16 @@ import torch
 import kernels._device  # noqa: F401  (selects TRITON_INTERPRET before triton is imported)
 from harness.contract import LOGIT_DTYPES, Capabilities, VerifyBatch, VerifyOutput
 
-SUPPORTED_VERSIONS = ("0.33.0",)
+SUPPORTED_VERSIONS = ("0.33.0", "0.34.0")  # read and run; a newer one runs if its signatures match
 INSTALL_HINT = (
-    "pip install --no-deps vllm==0.33.0 -r .ci/vllm-requirements.txt "
+    "pip install --no-deps vllm==0.34.0 -r .ci/vllm-requirements.txt "
     "(vLLM's Python code and the pure-Python packages its import chain needs; see docs/vllm.md)"
 )
 VLLM_MIN_TEMPERATURE = 0.01  # vllm/sampling_params.py: _MAX_TEMP
+# rejection_sample's second argument: a [M, K, V] tensor in 0.33, a DraftLogitsCache from 0.34 on.
+_DRAFT_ARG = "draft_logits|draft_logits_cache"
 _MRV2_ARGS = (
-    "target_logits", "draft_logits", "draft_sampled", "cu_num_logits", "pos", "idx_mapping",
+    "target_logits", _DRAFT_ARG, "draft_sampled", "cu_num_logits", "pos", "idx_mapping",
     "expanded_idx_mapping", "expanded_local_pos", "temperature", "seed", "num_speculative_steps",
 )  # fmt: skip
 
@@ -181,17 +184,66 @@ def installed_version() -> str | None:
         return None
 
 
-@cache
-def _import_vllm() -> dict:
-    """vLLM's functions this module calls, after the version and signature guard."""
-    found = installed_version()
+def _release(version: str) -> tuple[int, ...]:
+    """``"0.34.0rc1"`` -> ``(0, 34, 0)``: the leading numeric release, for ordering versions."""
+    parts = []
+    for piece in version.split("+")[0].split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, piece))
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def _version_verdict(found: str | None) -> str:
+    """``""`` for a known version, a warning for a newer one (then its signatures decide); raises
+    ``VllmUnavailable`` when vLLM is missing or older than the versions this adapter knows."""
     if found is None:
         raise VllmUnavailable(f"vLLM is not installed; install it with: {INSTALL_HINT}")
-    if found not in SUPPORTED_VERSIONS:
-        raise VllmUnavailable(
-            f"vLLM {found} is installed; harness.adapters.vllm knows vLLM {', '.join(SUPPORTED_VERSIONS)} "
-            "(its argument mapping is written for those versions' signatures)"
+    if found in SUPPORTED_VERSIONS:
+        return ""
+    if _release(found) > max(_release(v) for v in SUPPORTED_VERSIONS):
+        return (
+            f"vLLM {found} is newer than the versions this adapter was checked against "
+            f"({', '.join(SUPPORTED_VERSIONS)}); its signatures match, so it runs with their mapping"
         )
+    raise VllmUnavailable(
+        f"vLLM {found} is installed; harness.adapters.vllm knows vLLM {', '.join(SUPPORTED_VERSIONS)} "
+        "(its argument mapping is written for those versions' signatures)"
+    )
+
+
+def _signature_problem(params: list[str]) -> str:
+    """Why ``rejection_sample``'s parameters do not fit the MRV2 mapping, or ``""``."""
+    for i, want in enumerate(_MRV2_ARGS):
+        if i >= len(params) or params[i] not in want.split("|"):
+            return f"parameter {i} is {params[i] if i < len(params) else 'missing'!r}, expected {want!r}"
+    if "use_block_verification" not in params:
+        return "no keyword use_block_verification"
+    return ""
+
+
+def _optional_module(name: str):
+    """``importlib.import_module(name)``, or ``None`` when that module is gone from this vLLM."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not name.startswith(exc.name):
+            raise  # a dependency is missing, not the module itself: say so
+        return None
+
+
+@cache
+def _import_vllm() -> dict:
+    """vLLM's functions this module calls, after the version and signature guard.
+
+    Version differences are read from what the installed vLLM offers, not from its version number:
+    ``draft_logits_cache`` (0.34: a ``DraftLogitsCache``) or ``draft_logits`` (0.33: a tensor),
+    ``skip_masked_vocab_blocks`` where ``rejection_sample`` has it, the V1 engine's modules where they
+    still exist (0.34 removed them).
+    """
+    found = installed_version()
+    newer = _version_verdict(found)
     with _triton_visible_to_vllm(), _tolerate_opaque_types():
         if torch.cuda.is_available():
             _stand_in_extensions()
@@ -206,12 +258,21 @@ def _import_vllm() -> dict:
         utils = importlib.import_module("vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils")
         wrapper = importlib.import_module("vllm.v1.worker.gpu.spec_decode.rejection_sampler")
         gumbel = importlib.import_module("vllm.v1.worker.gpu.sample.gumbel")
-        v1_sampler = importlib.import_module("vllm.v1.sample.rejection_sampler")
-        v1_sample = importlib.import_module("vllm.v1.sample.sampler")
-        v1_metadata = importlib.import_module("vllm.v1.sample.metadata")
-        v1_spec = importlib.import_module("vllm.v1.spec_decode.metadata")
-        v1_procs = importlib.import_module("vllm.v1.sample.logits_processor")
+        draft_cache = _optional_module("vllm.v1.worker.gpu.spec_decode.draft_logits")
+        v1_sampler = _optional_module("vllm.v1.sample.rejection_sampler")
+        v1_modules = None
+        if v1_sampler is not None:
+            v1_modules = {
+                "V1RejectionSampler": v1_sampler.RejectionSampler,
+                "V1Sampler": importlib.import_module("vllm.v1.sample.sampler").Sampler,
+                "SamplingMetadata": importlib.import_module("vllm.v1.sample.metadata").SamplingMetadata,
+                "SpecDecodeMetadata": importlib.import_module("vllm.v1.spec_decode.metadata").SpecDecodeMetadata,
+                "LogitsProcessors": importlib.import_module("vllm.v1.sample.logits_processor").LogitsProcessors,
+                "placeholder": int(v1_sampler.PLACEHOLDER_TOKEN_ID),
+            }
         triton_utils = importlib.import_module("vllm.triton_utils")
+    if newer:
+        IMPORT_NOTES.append(newer)
     if IMPORT_NOTES:
         import warnings
 
@@ -221,20 +282,22 @@ def _import_vllm() -> dict:
     if os.environ.get("TRITON_INTERPRET") == "1":
         utils.tldevice = _InterpreterLibdevice()
     params = list(inspect.signature(utils.rejection_sample).parameters)
-    if tuple(params[: len(_MRV2_ARGS)]) != _MRV2_ARGS or "use_block_verification" not in params:
-        raise VllmUnavailable(f"vllm {found}: rejection_sample's signature changed: {params}")
+    problem = _signature_problem(params)
+    takes_cache = params[1] == "draft_logits_cache"
+    if not problem and takes_cache and draft_cache is None:
+        problem = "it takes draft_logits_cache but vllm...spec_decode.draft_logits is missing"
+    if problem:
+        raise VllmUnavailable(f"vLLM {found}: rejection_sample's signature does not fit the MRV2 mapping: {problem}")
     return {
+        "version": found,
         "rejection_sample": utils.rejection_sample,
+        "draft_logits_cache": draft_cache.DraftLogitsCache if takes_cache else None,
+        "skip_masked_vocab_blocks": "skip_masked_vocab_blocks" in params,
         "iter_request_chunks": wrapper._iter_request_chunks,
         "max_chunk_logits": wrapper.get_max_chunk_logits,
         "fp32_bytes": wrapper._FP32_BYTES,
         "apply_temperature": gumbel.apply_temperature,
-        "V1RejectionSampler": v1_sampler.RejectionSampler,
-        "V1Sampler": v1_sample.Sampler,
-        "SamplingMetadata": v1_metadata.SamplingMetadata,
-        "SpecDecodeMetadata": v1_spec.SpecDecodeMetadata,
-        "LogitsProcessors": v1_procs.LogitsProcessors,
-        "placeholder": int(v1_sampler.PLACEHOLDER_TOKEN_ID),
+        "v1": v1_modules,
     }
 
 
@@ -310,12 +373,19 @@ class MRV2Arguments:
         self.draft_sampled = torch.zeros(batch.num_logits, dtype=torch.int32, device=dev)
         is_draft_row = local_pos > 0
         self.draft_sampled[is_draft_row] = batch.draft_token_ids.to(torch.int32)
-        self.draft_logits = None
+        self.draft_logits = None  # the second argument: a tensor (0.33) or a DraftLogitsCache (0.34)
         if batch.draft_logits is not None:
             shape = (slots, max(steps, 1), vocab)
-            self.draft_logits = torch.zeros(shape, dtype=batch.draft_logits.dtype, device=dev)
+            cache_class = self.api["draft_logits_cache"]
+            if cache_class is None:
+                values = self.draft_logits = torch.zeros(shape, dtype=batch.draft_logits.dtype, device=dev)
+            else:  # replicated (unsharded) cache: row = state slot, as on one GPU
+                self.draft_logits = cache_class(
+                    *shape, dtype=batch.draft_logits.dtype, fill=0.0, device=dev, sharded=False
+                )
+                values = self.draft_logits.values
             draft_row_req = row_req[is_draft_row]
-            self.draft_logits[slot_of_req[draft_row_req], local_pos[is_draft_row] - 1] = batch.draft_logits
+            values[slot_of_req[draft_row_req], local_pos[is_draft_row] - 1] = batch.draft_logits
         self.needs_processing = any(t not in (0.0, 1.0) for t in batch.temperature.tolist())
 
     def chunks(self) -> list[tuple[int, int]]:
@@ -329,8 +399,9 @@ class MRV2Arguments:
             return [(0, self.batch.num_reqs)]
         return list(self.api["iter_request_chunks"](self.cu_logits_np, max_rows))
 
-    def for_requests(self, start: int, end: int) -> tuple[tuple, dict]:
-        """``rejection_sample(*args, **kwargs)`` for requests ``start..end-1`` (whole batch: 0, R)."""
+    def for_requests(self, start: int, end: int, skip_masked_vocab_blocks: bool = False) -> tuple[tuple, dict]:
+        """``rejection_sample(*args, **kwargs)`` for requests ``start..end-1`` (whole batch: 0, R);
+        ``skip_masked_vocab_blocks`` is passed only where this vLLM has it."""
         lo, hi = int(self.cu_logits_np[start]), int(self.cu_logits_np[end])
         target = self.batch.target_logits[lo:hi]
         if self.needs_processing:
@@ -349,27 +420,67 @@ class MRV2Arguments:
             self.seed,
             self.steps,
         )
-        return args, {"use_block_verification": self.batch.method == "block"}
+        kwargs = {"use_block_verification": self.batch.method == "block"}
+        if self.api["skip_masked_vocab_blocks"]:
+            kwargs["skip_masked_vocab_blocks"] = skip_masked_vocab_blocks
+        return args, kwargs
+
+
+def _versioned_name(kind: str) -> str:
+    """``vllm-0.34-mrv2``: the name that regression entries' ``known_defects`` are keyed by."""
+    found = installed_version()
+    release = ".".join(map(str, _release(found)[:2])) if found else "unknown"
+    return f"vllm-{release}-{kind}"
 
 
 class VllmMRV2:
-    """Model Runner V2's ``rejection_sample``, token and block verification (module docstring)."""
+    """Model Runner V2's ``rejection_sample``, token and block verification (module docstring).
 
-    name = "vllm-0.33-mrv2"
+    ``skip_masked_vocab_blocks`` (vLLM >= 0.34): the resample kernel's early exit for vocabulary
+    blocks whose target logits are all ``-inf``; vLLM's serving wrapper turns it on whenever top-k,
+    top-p or min-p may mask a row. ``mrv2`` runs with it off (the plain serving path), ``mrv2_skip_masked``
+    with it on; on a vLLM without the keyword, ``mrv2_skip_masked`` is unavailable.
+
+    ``random_draws`` reproduces vLLM's own uniforms (harness/adapters/vllm_draws.py), which turns on
+    decision-by-decision coupling with the oracle.
+    """
+
     methods = frozenset({"token", "block"})
     capabilities = _capabilities(frozenset(LOGIT_DTYPES), chunking=True)
 
-    def verify(self, batch: VerifyBatch) -> VerifyOutput:
+    def __init__(self, skip_masked_vocab_blocks: bool = False):
+        self.skip_masked_vocab_blocks = skip_masked_vocab_blocks
+
+    @property
+    def name(self) -> str:
+        return _versioned_name("mrv2-skip-masked" if self.skip_masked_vocab_blocks else "mrv2")
+
+    def _arguments(self, batch: VerifyBatch) -> MRV2Arguments:
         call = MRV2Arguments(batch)
+        if self.skip_masked_vocab_blocks and not call.api["skip_masked_vocab_blocks"]:
+            raise VllmUnavailable(
+                f"vLLM {call.api['version']}'s rejection_sample has no skip_masked_vocab_blocks (added in 0.34)"
+            )
+        return call
+
+    def verify(self, batch: VerifyBatch) -> VerifyOutput:
+        call = self._arguments(batch)
         sampled_parts, num_parts = [], []
         for start, end in call.chunks():
-            args, kwargs = call.for_requests(start, end)
+            args, kwargs = call.for_requests(start, end, self.skip_masked_vocab_blocks)
             sampled, num_sampled = call.api["rejection_sample"](*args, **kwargs)
             sampled_parts.append(sampled)
             num_parts.append(num_sampled)
         num = torch.cat(num_parts).to(torch.int32)
         ids = _pad_after_emitted(torch.cat(sampled_parts), num)
         return VerifyOutput(output_token_ids=ids[:, : call.steps + 1].contiguous(), num_emitted=num)
+
+    def random_draws(self, batch: VerifyBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """vLLM's acceptance and resampling uniforms for ``batch`` (the contract's two arrays)."""
+        call = self._arguments(batch)  # imports vLLM first, the way it must be imported here
+        from harness.adapters.vllm_draws import vllm_uniforms
+
+        return vllm_uniforms(call)
 
 
 class VllmV1:
@@ -385,12 +496,20 @@ class VllmV1:
     V1 has no chunking; its uniforms are not exposed, so no coupling.
     """
 
-    name = "vllm-0.33-v1"
     methods = frozenset({"token"})
     capabilities = _capabilities(frozenset(LOGIT_DTYPES), chunking=False)
 
+    @property
+    def name(self) -> str:
+        return _versioned_name("v1")
+
     def verify(self, batch: VerifyBatch) -> VerifyOutput:
-        api = _import_vllm()
+        api = _import_vllm()["v1"]
+        if api is None:
+            raise VllmUnavailable(
+                f"vLLM {installed_version()} removed the V1 engine (vllm/v1/sample/rejection_sampler.py "
+                "is gone since 0.34); check its Model Runner V2 verifier: harness.adapters.vllm:mrv2"
+            )
         dev = batch.device
         lengths = batch.draft_lengths()
         num_reqs = batch.num_reqs
@@ -446,4 +565,5 @@ class VllmV1:
 
 
 mrv2 = VllmMRV2()
+mrv2_skip_masked = VllmMRV2(skip_masked_vocab_blocks=True)
 v1 = VllmV1()
