@@ -8,9 +8,9 @@
 #
 #   carry: .engines (wheels/, flashinfer-0.7.4-sampling.tar.gz, sglang-kernel-0.4.6-sm90.tar.gz,
 #          optionally sampling.so)
-#   usage: bash bench/engines_gpu_check.sh OUT_DIR      (env: SEEDS="101 102" EXAMPLES=6 BUDGET=75s)
+#   usage: bash bench/engines_gpu_check.sh OUT_DIR      (env: SEEDS="101 102" EXAMPLES=6 BUDGET=60s)
 set -uo pipefail
-out=${1:?out dir}; seeds=(${SEEDS:-101 102}); examples=${EXAMPLES:-6}; budget=${BUDGET:-75s}
+out=${1:?out dir}; seeds=(${SEEDS:-101 102}); examples=${EXAMPLES:-6}; budget=${BUDGET:-60s}
 site=/tmp/site; carry=.engines
 mkdir -p "$site" "$out"
 t0=$(date +%s)
@@ -78,7 +78,7 @@ wait $sglang_jobs
 
 # 4. the corpus and the targeted reproductions
 for name in flashinfer sglang; do
-  timeout 120 python3 -m harness replay --kernel "harness.adapters.$name:chain" >"$out/replay-$name.log" 2>&1 &
+  timeout 90 python3 -m harness replay --kernel "harness.adapters.$name:chain" >"$out/replay-$name.log" 2>&1 &
 done
 wait
 timeout 120 python3 bench/engine_repros.py --json "$out/repros.json" >"$out/repros.log" 2>&1
