@@ -109,6 +109,11 @@ class Capabilities:
     """What a kernel claims beyond token/block ``methods``. Unclaimed features are not tested."""
 
     point_mass_drafts: bool = True  # accepts draft_logits=None
+    # Accepts draft logits. False: a target-only verifier (SGLang's tree kernels) that judges point-mass
+    # drafts only; no case with draft logits is drawn or replayed, and the properties that need draft
+    # distributions (equal models, point mass vs one-hot, the marginal law and E[tau] over sampled
+    # drafts) are not claimed.
+    draft_logits: bool = True
     greedy: bool = True  # temperature == 0 rows
     logprobs: bool = False
     chunking: bool = False  # honours max_chunk_bytes, results independent of it
@@ -158,6 +163,7 @@ def domain_of(kernel: object) -> dict:
         "greedy": caps.greedy,
         "min_temperature": caps.min_temperature,
         "point_mass_drafts": caps.point_mass_drafts,
+        "draft_logits": caps.draft_logits,
         "max_vocab": caps.max_vocab,
         "max_draft_len": caps.max_draft_len,
     }

@@ -314,6 +314,8 @@ def unclaimed_features(kernel: object, case: Case) -> list[str]:
         missing.append(f"method {case.method}")
     if not case.has_draft_logits and not caps.point_mass_drafts:
         missing.append("point-mass drafts")
+    if case.has_draft_logits and not caps.draft_logits and max(case.draft_lens, default=0) > 0:
+        missing.append("draft logits")
     if any(t == 0.0 for t in case.temperatures) and not caps.greedy:
         missing.append("greedy rows")
     low = [t for t in case.temperatures if 0.0 < t < caps.min_temperature]

@@ -92,12 +92,18 @@ class CaseSpace:
             dtypes=dtypes,
             temperature_bands=bands,
             min_temperature=caps.min_temperature,
-            draft_logits=(True, False) if caps.point_mass_drafts else (True,),
+            draft_logits=draft_kinds(caps),
             chunking=caps.chunking,
             logprobs=caps.logprobs,
             max_logit_elements=profile.max_logit_elements,
             vocab_rungs=profile.vocab_rungs,
         )
+
+
+def draft_kinds(caps) -> tuple[bool, ...]:
+    """The draft kinds a kernel claims: ``True`` draft logits, ``False`` point-mass drafts."""
+    kinds = tuple(k for k, ok in ((True, caps.draft_logits), (False, caps.point_mass_drafts)) if ok)
+    return kinds or (True,)
 
 
 def vocab_sizes(max_vocab: int, rungs: tuple[int, ...] | None = None) -> st.SearchStrategy[int]:

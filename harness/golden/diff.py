@@ -167,6 +167,7 @@ def claim_gap(kernel: object, case) -> str:
         (case.method not in kernel.methods, f"method {case.method}"),
         (not any(str(d).endswith(case.dtype) for d in caps.dtypes), f"dtype {case.dtype}"),
         (not case.has_draft_logits and not caps.point_mass_drafts, "point-mass drafts"),
+        (case.has_draft_logits and not caps.draft_logits and max(case.draft_lens, default=0) > 0, "draft logits"),
         (0.0 in case.temperatures and not caps.greedy, "greedy rows"),
         (case.vocab_size > caps.max_vocab, f"V = {case.vocab_size}"),
         (max(case.draft_lens, default=0) > caps.max_draft_len, f"k = {max(case.draft_lens)}"),

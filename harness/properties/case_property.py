@@ -57,7 +57,10 @@ class CaseCheck:
 
 def outside_domain(case: Case, kernel: object) -> str:
     """Why ``case`` lies outside the kernel's declared domain, or ``""``."""
-    floor = capabilities_of(kernel).min_temperature
+    caps = capabilities_of(kernel)
+    if case.has_draft_logits and not caps.draft_logits and case.draft_lens and max(case.draft_lens) > 0:
+        return "draft logits outside the kernel's domain (a target-only verifier: point-mass drafts)"
+    floor = caps.min_temperature
     low = [t for t in case.temperatures if not in_temperature_domain(t, floor)]
     return f"temperatures {low} below the kernel's domain (min_temperature {floor:g})" if low else ""
 

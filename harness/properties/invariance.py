@@ -193,7 +193,8 @@ class LogitShift(CaseProperty):
                 vocab_size=min(13, caps.max_vocab), draft_lens=[min(2, k), min(1, k), k],
                 temperatures=[1.0, 0.5, 2.0], seeds=[seed, seed + 1, seed + 2], positions=[0, 9, 2**32 - 1],
                 family="gaussian", scale=3.0, data_seed=seed % (2**32), method=method,
-                has_draft_logits=method == "token" or not caps.point_mass_drafts,  # block: point drafts
+                # token: draft logits where claimed; block: point drafts where claimed
+                has_draft_logits=(method == "token" and caps.draft_logits) or not caps.point_mass_drafts,
             ))
         return anchors
 
@@ -284,11 +285,10 @@ class PointMassIdentity(CaseProperty):
     summary = "draft_logits=None equals one-hot draft logits on the draft tokens"
 
     def not_claimed_reason(self, kernel):
-        return (
-            None
-            if capabilities_of(kernel).point_mass_drafts
-            else "the kernel does not accept point-mass drafts"
-        )
+        caps = capabilities_of(kernel)
+        if not caps.point_mass_drafts:
+            return "the kernel does not accept point-mass drafts"
+        return None if caps.draft_logits else "the kernel does not accept draft logits (target-only)"
 
     def space(self, kernel, ctx) -> CaseSpace:
         return replace(super().space(kernel, ctx), draft_logits=(False,))
@@ -332,7 +332,7 @@ class GreedyIdentity(CaseProperty):
         other_method = "block" if batch.method == "token" else "token"
         if other_method in kernel.methods:
             variants.append(("the other method", replace(batch, method=other_method)))
-        if batch.draft_logits is not None and caps.point_mass_drafts:
+        if (batch.draft_logits is not None and caps.point_mass_drafts) or not caps.draft_logits:
             new_draft = None
         else:
             new_draft = torch.from_numpy(rng.normal(size=(batch.num_draft_total, batch.vocab_size))).to(
@@ -388,6 +388,9 @@ class EqualModelsAcceptAll(CaseProperty):
     name = "equal_models_accept_all"
     layer = 3
     summary = "draft logits equal to the target rows (p == q): every sampled draft is accepted"
+
+    def not_claimed_reason(self, kernel):
+        return None if capabilities_of(kernel).draft_logits else "the kernel does not accept draft logits"
 
     def space(self, kernel, ctx) -> CaseSpace:
         space = super().space(kernel, ctx)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from harness.contract import VerifyBatch, capabilities_of
+from harness.generation.strategies import draft_kinds
 from harness.execution.kernel_calls import call_verify
 from harness.generation.cases import Case, build_batch, case_from_batch
 from harness.judging.consequences import Tally, consequence_violations
@@ -113,7 +114,7 @@ class LawConsequences(CaseProperty):
     def anchor_cases(self, kernel: object, ctx: RunContext) -> list[Case]:
         caps = capabilities_of(kernel)
         anchors = []
-        kinds = (True, False) if caps.point_mass_drafts else (True,)
+        kinds = draft_kinds(caps)
         for method in sorted(getattr(kernel, "methods", ())):
             for has_draft_logits in kinds:
                 for scale in (1.0, 2.0):

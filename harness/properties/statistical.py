@@ -349,7 +349,8 @@ class ConditionalLaw(_Statistical):
         requests = [
             r
             for r in fixed_draft_requests(ctx.rng(self.name, "requests"), caps.dtypes, caps.min_temperature)
-            if (r.draft is not None or caps.point_mass_drafts) and (r.temperature != 0 or caps.greedy)
+            if (caps.point_mass_drafts if r.draft is None else caps.draft_logits)
+            and (r.temperature != 0 or caps.greedy)
         ]
         total = sum(
             samples_needed(
@@ -491,7 +492,17 @@ def _pairs(ctx: RunContext) -> list[ModelPair]:
     return model_pairs(ctx.rng("statistical", "model_pairs"), ctx.profile.max_draft)
 
 
-class MarginalLaw(_Statistical):
+class _SampledDrafts(_Statistical):
+    """Drafts sampled from a draft model, handed over as its logits: claimed by kernels that accept
+    draft logits (a target-only verifier has no draft distribution to verify against)."""
+
+    def not_claimed_reason(self, kernel: object) -> str | None:
+        if not capabilities_of(kernel).draft_logits:
+            return "the kernel does not accept draft logits (drafts sampled from a draft model need them)"
+        return super().not_claimed_reason(kernel)
+
+
+class MarginalLaw(_SampledDrafts):
     name = "marginal_law"
 
     def run(self, kernel: object, ctx: RunContext) -> PropertyResult:
@@ -538,7 +549,7 @@ def _tau_sums(counts: np.ndarray, taus: np.ndarray) -> tuple[float, int, int]:
     return float((valid * taus).sum()), int(valid.sum()), int(counts[-1])
 
 
-class ExpectedAccepted(_Statistical):
+class ExpectedAccepted(_SampledDrafts):
     name = "expected_accepted"
 
     def run(self, kernel: object, ctx: RunContext) -> PropertyResult:
@@ -776,7 +787,7 @@ class FirstTokenLaw(_Statistical):
         rows = [
             r
             for r in large_vocab_rows(ctx.rng(self.name, "rows"), vocab)
-            if r.draft is not None or caps.point_mass_drafts
+            if (caps.point_mass_drafts if r.draft is None else caps.draft_logits)
         ]
         laws = [first_token_bins(r) for r in rows]
         total = len(kernel.methods) * sum(samples_needed(ctx, int(np.count_nonzero(p > 0))) for _, p in laws)

@@ -1,0 +1,144 @@
+"""Targeted reproductions of the outside engines' defects read from their sources (docs/findings/
+flashinfer-0.7.4.md, docs/findings/sglang-kernel-0.4.6.md), on a GPU with the engines installed.
+
+    PYTHONPATH=. python bench/engine_repros.py [sglang-coin0 flashinfer-minus-one flashinfer-empty-residual] [--json OUT]
+
+Each prints one line ``<name>: REPRODUCED|NOT REPRODUCED|UNAVAILABLE -- evidence`` and the JSON file
+holds the evidence. Every check can fail: each states what a correct verifier would do.
+
+- ``sglang-coin0`` (sglang#35771): one request, a point-mass draft whose target probability is 0, the
+  acceptance coin exactly 0 (``torch.rand`` can return it). Correct: rejected. Control: coin 2^-24.
+- ``flashinfer-minus-one`` (flashinfer#879): draft id ``-1`` in the second row of a call (so the read
+  at index -1 stays inside the buffer: the last entry of the previous row). Correct: never accepted,
+  never emitted. Read from source: the draft probability read there is 0 and the target's positive,
+  so ``u * 0 < q`` accepts it and ``-1`` is emitted as a token.
+- ``flashinfer-empty-residual``: draft rows ``(0.5 + 2^-24, 0.5)``, target rows ``(0.5, 0.5)`` (both
+  normalised within float32 rounding), draft token 0: rejected when ``u * p >= q`` (``u`` within
+  2^-23 of 1); the residual ``relu(q - p)`` is then all zero and, read from source, the correction
+  written is ``-1``. Correct: an id in ``[0, V)``. Runs 2^26 rows in 64 calls (expected events ~8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+from harness.contract import VerifyBatch
+
+
+def _point_batch(target_logits, ids, cu, temps, seeds, positions) -> VerifyBatch:
+    dev = target_logits.device
+    return VerifyBatch(
+        target_logits=target_logits,
+        draft_logits=None,
+        draft_token_ids=torch.tensor(ids, dtype=torch.int64, device=dev),
+        cu_num_draft_tokens=torch.tensor(cu, dtype=torch.int32, device=dev),
+        temperature=torch.tensor(temps, dtype=torch.float32, device=dev),
+        seeds=torch.tensor(seeds, dtype=torch.int64, device=dev),
+        positions=torch.tensor(positions, dtype=torch.int64, device=dev),
+    )
+
+
+def sglang_coin0() -> dict:
+    from harness.adapters import sglang
+
+    why = sglang.sglang_available()
+    if why:
+        return {"verdict": "UNAVAILABLE", "evidence": why}
+    vocab, draft = 8, 3
+    logits = torch.zeros(2, vocab, device="cuda")
+    logits[0, draft] = float("-inf")  # the target gives the draft probability exactly 0
+    batch = _point_batch(logits, [draft], [0, 1], [1.0], [1], [0])
+    runs = {}
+    for label, coin in (("coin 0", 0.0), ("coin 2^-24", 2.0**-24)):
+        coins = torch.full((1, 2), coin, device="cuda")
+        out = sglang.chain.verify_with_coins(batch, coins, torch.full((1,), 0.5, device="cuda"))
+        runs[label] = {"tokens": out.output_token_ids[0].tolist(), "num_emitted": int(out.num_emitted[0])}
+    accepted = runs["coin 0"]["num_emitted"] == 2 and runs["coin 0"]["tokens"][0] == draft
+    control_ok = runs["coin 2^-24"]["num_emitted"] == 1
+    verdict = "REPRODUCED" if accepted and control_ok else "NOT REPRODUCED"
+    return {"verdict": verdict, "evidence": f"draft {draft} has target probability 0; {runs}"}
+
+
+def flashinfer_minus_one() -> dict:
+    from harness.adapters import flashinfer
+
+    why = flashinfer.flashinfer_available()
+    if why:
+        return {"verdict": "UNAVAILABLE", "evidence": why}
+    vocab = 16
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    logits = torch.randn(6, vocab, device="cuda", generator=gen)
+    batch = _point_batch(logits, [2, 7, -1, 5], [0, 2, 4], [1.0, 1.0], [3, 4], [10, 20])
+    try:
+        out = flashinfer.chain.verify(batch)
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 -- a fault is evidence too
+        return {"verdict": "REPRODUCED", "evidence": f"the call failed: {type(exc).__name__}: {exc}"}
+    n = int(out.num_emitted[1])
+    emitted = out.output_token_ids[1, :n].tolist()
+    verdict = "REPRODUCED" if -1 in emitted else "NOT REPRODUCED"
+    return {"verdict": verdict, "evidence": f"request 1 drafts [-1, 5] emitted {emitted} (num_emitted {n})"}
+
+
+def flashinfer_empty_residual(calls: int = 64, rows: int = 1 << 20) -> dict:
+    from harness.adapters import flashinfer
+
+    why = flashinfer.flashinfer_available()
+    if why:
+        return {"verdict": "UNAVAILABLE", "evidence": why}
+    chain = flashinfer._api().chain
+    draft = torch.tensor([0.5 + 2.0**-24, 0.5], device="cuda").expand(rows, 1, 2).contiguous()
+    target = torch.full((rows, 2, 2), 0.5, device="cuda")
+    ids = torch.zeros((rows, 1), dtype=torch.int32, device="cuda")
+    rejected = minus_one = 0
+    for c in range(calls):
+        seed = torch.full((rows,), 1000 + c, dtype=torch.int64, device="cuda")
+        offset = torch.arange(rows, dtype=torch.int64, device="cuda")
+        out, _acc, emitted = chain(draft, ids, target, deterministic=True, seed=seed, offset=offset)
+        rej = emitted == 0
+        rejected += int(rej.sum())
+        minus_one += int((out[rej, 0] == -1).sum())
+    verdict = "REPRODUCED" if minus_one else "NOT REPRODUCED"
+    evidence = f"{calls * rows} rows: {rejected} rejections of draft 0, {minus_one} wrote correction -1"
+    if not rejected:
+        evidence += " (no rejection drawn: the path was not reached)"
+    return {"verdict": verdict, "evidence": evidence}
+
+
+CHECKS = {
+    "sglang-coin0": sglang_coin0,
+    "flashinfer-minus-one": flashinfer_minus_one,
+    "flashinfer-empty-residual": flashinfer_empty_residual,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help=f"any of {', '.join(CHECKS)} (default: all)")
+    parser.add_argument("--json", help="write the verdicts and evidence here")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.names) - set(CHECKS))
+    if unknown:
+        parser.error(f"unknown reproductions {unknown}; known: {', '.join(CHECKS)}")
+    if not torch.cuda.is_available():
+        print("engine_repros: no CUDA device; these reproductions run on a GPU (bench/engines_gpu_check.sh)")
+        return 0
+    results = {}
+    for name in args.names or list(CHECKS):
+        try:
+            results[name] = CHECKS[name]()
+        except Exception as exc:  # noqa: BLE001 -- report and go on to the next one
+            results[name] = {"verdict": "ERROR", "evidence": f"{type(exc).__name__}: {exc}"}
+        print(f"{name}: {results[name]['verdict']} -- {results[name]['evidence']}"[:400], flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
