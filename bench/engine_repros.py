@@ -1,7 +1,8 @@
 """Targeted reproductions of the outside engines' defects read from their sources (docs/findings/
 flashinfer-0.7.4.md, docs/findings/sglang-kernel-0.4.6.md), on a GPU with the engines installed.
 
-    PYTHONPATH=. python bench/engine_repros.py [sglang-coin0 flashinfer-minus-one flashinfer-empty-residual] [--json OUT]
+    PYTHONPATH=. python bench/engine_repros.py [sglang-coin0 flashinfer-minus-one flashinfer-empty-residual]
+        [--json OUT]
 
 Each prints one line ``<name>: REPRODUCED|NOT REPRODUCED|UNAVAILABLE -- evidence`` and the JSON file
 holds the evidence. Every check can fail: each states what a correct verifier would do.

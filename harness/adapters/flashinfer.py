@@ -95,7 +95,9 @@ def _import_sampling_module():
         package.__path__ = list(spec.submodule_search_locations)
         package.__spec__, package.__file__ = spec, spec.origin
         sys.modules["flashinfer"] = package
-        IMPORT_NOTES.append(f"flashinfer/__init__.py not importable ({exc}); flashinfer.sampling loaded alone")
+        IMPORT_NOTES.append(
+            f"flashinfer/__init__.py not importable ({exc}); flashinfer.sampling loaded alone"
+        )
         return importlib.import_module("flashinfer.sampling")
 
 
@@ -115,10 +117,14 @@ def _api() -> types.SimpleNamespace:
     try:
         sampling = _import_sampling_module()
     except ImportError as exc:
-        raise FlashInferUnavailable(f"flashinfer.sampling cannot be imported ({exc}); {INSTALL_HINT}") from exc
+        raise FlashInferUnavailable(
+            f"flashinfer.sampling cannot be imported ({exc}); {INSTALL_HINT}"
+        ) from exc
     params = tuple(inspect.signature(sampling.chain_speculative_sampling).parameters)
     if params != _CHAIN_ARGS or "temperature" not in inspect.signature(sampling.softmax).parameters:
-        raise FlashInferUnavailable(f"flashinfer {found}: chain_speculative_sampling's signature changed: {params}")
+        raise FlashInferUnavailable(
+            f"flashinfer {found}: chain_speculative_sampling's signature changed: {params}"
+        )
     return types.SimpleNamespace(chain=sampling.chain_speculative_sampling, softmax=sampling.softmax)
 
 
@@ -164,7 +170,8 @@ def chain_arguments(batch: VerifyBatch, reqs: list[int], k: int) -> tuple[tuple,
         sampled = ~greedy.repeat_interleave(k)
         if bool(sampled.any()):
             rows = batch.draft_logits[draft_rows[sampled]].float().contiguous()
-            draft[sampled] = api.softmax(rows, temperature=row_temps.repeat_interleave(k)[sampled].contiguous())
+            temps = row_temps.repeat_interleave(k)[sampled].contiguous()
+            draft[sampled] = api.softmax(rows, temperature=temps)
     n = len(reqs)
     args = (draft.reshape(n, k, vocab), ids.to(torch.int32).reshape(n, k), target.reshape(n, k + 1, vocab))
     kwargs = {

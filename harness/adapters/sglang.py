@@ -61,7 +61,6 @@ from __future__ import annotations
 import ctypes
 import glob
 import importlib.util
-import os
 import types
 from functools import cache
 from pathlib import Path

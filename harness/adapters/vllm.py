@@ -233,6 +233,10 @@ def _optional_module(name: str):
         return None
 
 
+def _module_attr(module: str, attr: str):
+    return getattr(importlib.import_module(module), attr)
+
+
 @cache
 def _import_vllm() -> dict:
     """vLLM's functions this module calls, after the version and signature guard.
@@ -264,10 +268,10 @@ def _import_vllm() -> dict:
         if v1_sampler is not None:
             v1_modules = {
                 "V1RejectionSampler": v1_sampler.RejectionSampler,
-                "V1Sampler": importlib.import_module("vllm.v1.sample.sampler").Sampler,
-                "SamplingMetadata": importlib.import_module("vllm.v1.sample.metadata").SamplingMetadata,
-                "SpecDecodeMetadata": importlib.import_module("vllm.v1.spec_decode.metadata").SpecDecodeMetadata,
-                "LogitsProcessors": importlib.import_module("vllm.v1.sample.logits_processor").LogitsProcessors,
+                "V1Sampler": _module_attr("vllm.v1.sample.sampler", "Sampler"),
+                "SamplingMetadata": _module_attr("vllm.v1.sample.metadata", "SamplingMetadata"),
+                "SpecDecodeMetadata": _module_attr("vllm.v1.spec_decode.metadata", "SpecDecodeMetadata"),
+                "LogitsProcessors": _module_attr("vllm.v1.sample.logits_processor", "LogitsProcessors"),
                 "placeholder": int(v1_sampler.PLACEHOLDER_TOKEN_ID),
             }
         triton_utils = importlib.import_module("vllm.triton_utils")
@@ -287,7 +291,9 @@ def _import_vllm() -> dict:
     if not problem and takes_cache and draft_cache is None:
         problem = "it takes draft_logits_cache but vllm...spec_decode.draft_logits is missing"
     if problem:
-        raise VllmUnavailable(f"vLLM {found}: rejection_sample's signature does not fit the MRV2 mapping: {problem}")
+        raise VllmUnavailable(
+            f"vLLM {found}: rejection_sample's signature does not fit the MRV2 mapping: {problem}"
+        )
     return {
         "version": found,
         "rejection_sample": utils.rejection_sample,
@@ -399,7 +405,9 @@ class MRV2Arguments:
             return [(0, self.batch.num_reqs)]
         return list(self.api["iter_request_chunks"](self.cu_logits_np, max_rows))
 
-    def for_requests(self, start: int, end: int, skip_masked_vocab_blocks: bool = False) -> tuple[tuple, dict]:
+    def for_requests(
+        self, start: int, end: int, skip_masked_vocab_blocks: bool = False
+    ) -> tuple[tuple, dict]:
         """``rejection_sample(*args, **kwargs)`` for requests ``start..end-1`` (whole batch: 0, R);
         ``skip_masked_vocab_blocks`` is passed only where this vLLM has it."""
         lo, hi = int(self.cu_logits_np[start]), int(self.cu_logits_np[end])
@@ -459,7 +467,8 @@ class VllmMRV2:
         call = MRV2Arguments(batch)
         if self.skip_masked_vocab_blocks and not call.api["skip_masked_vocab_blocks"]:
             raise VllmUnavailable(
-                f"vLLM {call.api['version']}'s rejection_sample has no skip_masked_vocab_blocks (added in 0.34)"
+                f"vLLM {call.api['version']}'s rejection_sample has no skip_masked_vocab_blocks "
+                "(added in 0.34)"
             )
         return call
 

@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 from harness.contract import VerifyBatch, capabilities_of
-from harness.generation.strategies import draft_kinds
 from harness.execution.kernel_calls import call_verify
 from harness.generation.cases import Case, build_batch, case_from_batch
+from harness.generation.strategies import draft_kinds
 from harness.judging.consequences import Tally, consequence_violations
 from harness.judging.tolerances import LOGPROB_TOLERANCE
 from harness.properties.base import Finding, PropertyResult, RunContext, register

