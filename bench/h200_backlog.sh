@@ -12,7 +12,7 @@
 #   golden    issue 35: record and diff times, gpu profile, our kernels
 #   breakdown issue 32: bench/fast_verdicts_h200.sh (its own stages: check cold/warm with prewarm,
 #             the breakdown, planned vs launched keys, pytest -n auto cold/warm, the outside kernel)
-#   vllm      issues 31 and 36: the v1 adapter's check (second seed) and bench/vs_vllm.py (carry
+#   vllm      issues 36 and 43: vLLM 0.34.0's coupled check and bench/vs_vllm.py against it (carry
 #             .whl and .vllm, see bench/vllm_gpu_check.sh)
 set -uo pipefail
 stage=${1:?stage}; out=${2:?out dir}
@@ -42,7 +42,8 @@ case $stage in
   breakdown)
     shift 2; bash bench/fast_verdicts_h200.sh "$out" "$@" ;;
   vllm)
-    bash bench/vllm_gpu_check.sh "$out/v1" 102 8 v1 >"$out/v1.log" 2>&1; tail -20 "$out/v1.log"
-    t vs-vllm timeout 280 env PYTHONPATH="$PWD:/tmp/site" python bench/vs_vllm.py --quick --json "$out/vs_vllm.json" ;;
+    bash bench/vllm_gpu_check.sh "$out/v34" 0.34.0 102 >"$out/v34.log" 2>&1; tail -20 "$out/v34.log"
+    t vs-vllm timeout 280 env PYTHONPATH="$PWD:/tmp/vllm-0.34.0:/tmp/site" python bench/vs_vllm.py --quick \
+      --json "$out/vs_vllm.json" ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
