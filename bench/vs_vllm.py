@@ -1,12 +1,15 @@
-"""Our kernels against vLLM 0.33.0's MRV2 ``rejection_sample``, side by side in one process (issue 36).
+"""Our kernels against vLLM's MRV2 ``rejection_sample`` (0.33.0 or 0.34.0, whichever is importable),
+side by side in one process (issue 36).
 
-Usage on the H200 (carry ``.whl`` and ``.vllm`` as for ``bench/vllm_gpu_check.sh``; the first line
-installs vLLM's Python code into ``/tmp/site`` once per machine, as that script does)::
+Usage on a GPU machine (carry ``.whl`` and ``.vllm`` as for ``bench/vllm_gpu_check.sh``; the first
+line installs vLLM's Python code once per machine, as that script does)::
 
-    [ -d /tmp/site/vllm ] || { python3 -m pip install -q --no-index --no-deps --no-compile \
-        --target /tmp/site .whl/*.whl && tar -xzf .vllm/vllm-0.33.0-py.tar.gz -C /tmp/site; }
-    PYTHONPATH=.:/tmp/site python3 bench/vs_vllm.py --json $OUT/vs_vllm.json
-    PYTHONPATH=.:/tmp/site timeout 570 python3 bench/vs_vllm.py --requests 128 512 --json $OUT/big.json
+    [ -d /tmp/vllm-0.34.0/vllm ] || { python3 -m pip install -q --no-index --no-deps --no-compile \
+        --target /tmp/site .whl/*.whl && mkdir -p /tmp/vllm-0.34.0 && \
+        tar -xzf .vllm/vllm-0.34.0-py.tar.gz -C /tmp/vllm-0.34.0; }
+    export PYTHONPATH=.:/tmp/vllm-0.34.0:/tmp/site
+    python3 bench/vs_vllm.py --json $OUT/vs_vllm.json
+    timeout 570 python3 bench/vs_vllm.py --requests 128 512 --json $OUT/big.json
     PYTHONPATH=. python3 bench/vs_vllm.py --from-json small.json big.json  # the tables of parts, merged
     PYTHONPATH=. python3 bench/vs_vllm.py --smoke  # no GPU: the plumbing on tiny shapes (interpreter)
 
