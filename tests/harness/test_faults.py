@@ -242,3 +242,54 @@ def test_the_foreground_repro_really_crashes_and_supervision_is_what_saves_the_r
         [sys.executable, *argv[1:-1]], cwd=REPO, capture_output=True, text=True, timeout=300
     )
     assert supervised.returncode == 1 and "crash at verify" in supervised.stdout, supervised.stdout
+
+
+class SlowFirstCall(ReferenceKernel):
+    """Takes 2 s on every call with 2+ requests; with ``compiles`` it spends them inside Triton's
+    cache-miss and post-compile hooks, as a first launch on a GPU does (the worker reports them)."""
+
+    name = "slow-first-call"
+    compiles = False
+
+    def verify(self, batch):
+        import time
+
+        from triton import knobs
+
+        if batch.num_reqs >= 2:
+            if self.compiles:
+                knobs.runtime.jit_cache_hook(key="k", repr="r", fn=None, compile=None, is_manual_warmup=False,
+                                             already_compiled=False)
+            time.sleep(2.0)
+            if self.compiles:
+                knobs.runtime.jit_post_compile_hook(key="k", repr="r", fn=None, compile=None,
+                                                    is_manual_warmup=False, already_compiled=False)
+        return super().verify(batch)
+
+
+class CompilingFirstCall(SlowFirstCall):
+    compiles = True
+
+
+@pytest.mark.parametrize("compiles", [False, True])
+def test_only_a_compiling_call_gets_the_compile_limit_not_the_first_call_as_such(compiles):
+    """Issue 44: the run's first call got the 600 s compile allowance whether it compiled or not, so on
+    the CPU (nothing compiles under the interpreter) a hang there cost 10 minutes. Now a call that
+    does not compile is a hang at the call limit, first or not; one that compiles gets the compile
+    limit for its compiles."""
+    name = "CompilingFirstCall" if compiles else "SlowFirstCall"
+    profile = replace(PROFILES["ci"], call_time_limit_s=1.0, compile_time_limit_s=30.0)
+    supervised = supervise(ReferenceKernel(), f"tests.harness.test_faults:{name}", profile)
+    two = build_batch(
+        Case(vocab_size=8, draft_lens=[1, 0], temperatures=[1.0, 1.0], seeds=[3, 4], positions=[0, 0])
+    )
+    try:
+        if compiles:
+            assert supervised.verify(two).num_emitted.numel() == 2
+        else:
+            with pytest.raises(KernelFault) as fault:
+                supervised.verify(two)  # the first call of the run
+            assert fault.value.kind == "hang" and fault.value.evidence["time_limit_s"] == 1.0
+            assert fault.value.evidence["compiles"] == 0
+    finally:
+        supervised.close()
