@@ -35,6 +35,11 @@ Decisions (bench/supervision_overhead.py; figures from a 2-core CPU machine at l
   compiles, and a call that hangs pays ``call_time_limit_s``, whether or not it is the run's first
   (before issue 44 the run's first call got 600 s, compiling or not). A hang's evidence counts the
   compiles of the call.
+- A hang is paid in full once per run: after the run's first hang, a call that does not compile gets
+  ``min(call_time_limit_s, max(HANG_RETRY_FLOOR_S, HANG_RETRY_FACTOR x the slowest call that
+  returned))`` (a fast kernel that hangs on large batches: 10 s per further hang instead of 120 s;
+  an interpreter-speed kernel keeps its 120 s). A legitimate call that slow after a hang would be
+  misreported as a hang; the evidence states the limit and why.
 - ``in_process=True`` (``--in-process`` on the command line) returns the kernel itself: no worker, a
   crash ends the run. That is the mode for debuggers (gdb, compute-sanitizer) and for the foreground
   reproduction of a ``crash`` / ``hang`` finding.
@@ -59,6 +64,8 @@ from harness.execution.worker import CALLS, COMPILED, COMPILING
 from harness.execution.worker import main as worker_main
 
 STDERR_TAIL_CHARS = 3000
+HANG_RETRY_FLOOR_S = 10.0  # the shortest limit after a hang
+HANG_RETRY_FACTOR = 10.0  # after a hang, a call may take this many times the slowest call that returned
 DUMP_GRACE_S = 0.5  # after SIGUSR1, how long a hung worker gets to write its stacks
 
 
@@ -202,6 +209,8 @@ class Supervisor:
         self.compile_limit_s = max(call_limit_s, compile_limit_s)
         self.calls = 0
         self.faults = 0
+        self.hangs = 0
+        self.slowest_ok_s = 0.0
         self.workers_started = 0
         self._log_dir = tempfile.mkdtemp(prefix="specfuzz-workers-")
         self._active: Worker | None = None
@@ -238,7 +247,8 @@ class Supervisor:
         packer = Packer()
         tree = packer.pack(args)
         since, started = worker.log_size(), time.monotonic()
-        limit, deadline, compiles = self.call_limit_s, started + self.call_limit_s, 0
+        call_limit = self.current_call_limit()
+        limit, deadline, compiles = call_limit, started + call_limit, 0
         try:
             worker.send(("call", name, tree, packer.table()))
             while True:
@@ -249,7 +259,7 @@ class Supervisor:
                     compiles += 1
                     limit, deadline = self.compile_limit_s, time.monotonic() + self.compile_limit_s
                 else:  # compiled: the call's own clock restarts
-                    limit, deadline = self.call_limit_s, time.monotonic() + self.call_limit_s
+                    limit, deadline = call_limit, time.monotonic() + call_limit
         except (EOFError, OSError):
             reply = ("died",)
         except BaseException:  # e.g. SIGTERM's Interrupted: the call's reply must never meet the next call
@@ -258,6 +268,7 @@ class Supervisor:
             raise
         if reply is None or reply[0] in ("died", "fault"):
             raise self._fault(worker, name, reply, limit, since, time.monotonic() - started, args, compiles)
+        self.slowest_ok_s = max(self.slowest_ok_s, time.monotonic() - started)
         write_back(packer.storages, reply[1])
         if reply[0] == "raised":
             error = reply[2] or RemoteKernelError(reply[3])
@@ -266,11 +277,22 @@ class Supervisor:
         storages = packer.storages + [as_storage(data, device) for device, data in reply[3]]
         return unpack(reply[2], storages)
 
+    def current_call_limit(self) -> float:
+        """``call_limit_s``, or after a hang of this run the shorter retry limit (module docstring)."""
+        if not self.hangs:
+            return self.call_limit_s
+        return min(self.call_limit_s, max(HANG_RETRY_FLOOR_S, HANG_RETRY_FACTOR * self.slowest_ok_s))
+
     def _fault(self, worker, name, reply, limit, since, seconds, args, compiles=0) -> KernelFault:
         evidence = {"call": name, "seconds": round(seconds, 3), "time_limit_s": limit, "compiles": compiles}
         if reply is None:
             worker.dump_stacks()
-            kind, message = "hang", f"{name} did not return within {limit:g} s (the call's time limit)"
+            why = "the call's time limit"
+            if self.hangs and limit < self.call_limit_s:
+                why = (f"reduced after an earlier hang of this run: {HANG_RETRY_FACTOR:g}x the slowest "
+                       f"call that returned, at least {HANG_RETRY_FLOOR_S:g} s")
+            self.hangs += 1
+            kind, message = "hang", f"{name} did not return within {limit:g} s ({why})"
         elif reply[0] == "fault":
             kind, message = "crash", f"{name} left the CUDA device unusable: {reply[1]}"
             evidence["cuda_error"] = reply[1]

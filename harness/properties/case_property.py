@@ -14,6 +14,11 @@ worker, harness/execution/supervisor.py) fails the case with a ``crash`` or ``ha
 runs
 that one case in the foreground (``replay --case ... --in-process``, for a debugger); the next call
 gets a fresh worker, so the search and its shrinking go on.
+
+A hang is paid once per shape: the shape of a case that hung (``hang_shape``: what a compiled kernel
+specialises on, harness/generation/shape_palette.py) is remembered for the run
+(``ctx.extra[HUNG_SHAPES_KEY]``), and every other property's cases of that shape are cut without a
+call (skipped, counted in the note); the property that found the hang still shrinks it.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from hypothesis.errors import Flaky
 from harness.contract import capabilities_of
 from harness.execution.kernel_calls import DeviceFault, KernelFault, KernelRaised
 from harness.generation.cases import Case
-from harness.generation.shape_palette import palette
+from harness.generation.shape_palette import FEW_REQUESTS, palette
 from harness.generation.strategies import CaseSpace, cases, coverage_of, in_temperature_domain
 from harness.judging.output_checks import Violation
 from harness.properties.base import (
@@ -79,6 +84,16 @@ def kernel_raised_finding(exc: KernelRaised) -> Finding:
 
 
 FAULT_CLASSES = ("crash", "hang")
+HUNG_SHAPES_KEY = "hung_shapes"
+CUT_AFTER_HANG = "cut: a case of its shape hung in"
+
+
+def hang_shape(case: Case) -> tuple:
+    """The compile-relevant shape of ``case``: power-of-two vocabulary rung, multiple of 16 or not,
+    dtype, method, draft logits or point drafts, logprobs, few (<= FEW_REQUESTS) or many requests."""
+    v = case.vocab_size
+    return (1 << max(0, v - 1).bit_length(), v % 16 == 0, case.dtype, case.method, case.has_draft_logits,
+            case.want_logprobs, len(case.draft_lens) > FEW_REQUESTS)
 
 
 def fault_finding(exc: KernelFault) -> Finding:
@@ -162,6 +177,10 @@ class CaseProperty:
         outside = outside_domain(case, kernel)
         if outside:
             return CaseCheck(skipped=outside)
+        hung = ctx.extra.setdefault(HUNG_SHAPES_KEY, {})
+        where = hung.get(hang_shape(case))
+        if where is not None and where != self.name:
+            return CaseCheck(skipped=f"{CUT_AFTER_HANG} {where}")
         try:
             outcome = self.check(kernel, case, ctx)
         except KernelRaised as exc:
@@ -170,6 +189,8 @@ class CaseProperty:
                 ctx.extra["device_fault"] = str(exc)
         except KernelFault as exc:
             outcome = CaseCheck(findings=[fault_finding(exc)])
+            if exc.kind == "hang":
+                hung.setdefault(hang_shape(case), self.name)
         for f in outcome.findings:
             if not f.case:
                 f.case = case.to_dict()
@@ -186,7 +207,7 @@ class CaseProperty:
         if reason is not None:
             result.verdict, result.note = NOT_CLAIMED, reason
             return result
-        state = {"best": None, "first_fail": None, "calls_after": 0, "skipped": 0}
+        state = {"best": None, "first_fail": None, "calls_after": 0, "skipped": 0, "cut": ""}
         profile = ctx.profile
         coverage = ctx.extra.setdefault("coverage", {})
 
@@ -213,6 +234,8 @@ class CaseProperty:
             ctx.progress.advance(result.cases + state["skipped"] + 1)
             if outcome.skipped:
                 state["skipped"] += 1
+                if outcome.skipped.startswith(CUT_AFTER_HANG):
+                    state["cut"] = outcome.skipped.removeprefix(CUT_AFTER_HANG).strip()
                 return
             result.cases += 1
             result.ties += outcome.ties
@@ -266,5 +289,8 @@ class CaseProperty:
         elif result.cases == 0 and result.verdict == PASS:  # nothing was judged: never a "pass"
             result.verdict = SKIPPED
             result.note = f"no applicable case among {state['skipped']} drawn"
+        if state["cut"]:
+            result.note = (result.note + "; " if result.note else "") + (
+                f"cases of a shape that hung in {state['cut']} were cut, not run")
         result.seconds = time.perf_counter() - started
         return result

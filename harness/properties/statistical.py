@@ -74,12 +74,14 @@ from reference.laws import accepted_variance, conditional_law, expected_accepted
 
 MIN_SAMPLES = 256
 FIRST_TOKEN_BINS = 32
-# Kernel time one statistical property may spend per profile. A kernel too slow to reach the
-# profile's sample sizes within it (Triton's CPU interpreter: ~0.15 s per request) runs time-sized
-# (``sized_samples``): fewer samples, a larger detectable TV, stated per assertion. ci: three
-# time-sized properties (conditional, marginal -- whose draws E[tau] and block >= token reuse --
-# and first-token laws) at 35 s each keep the CPU check of our kernels within 6 minutes.
-STAT_SECONDS_PER_PROPERTY = {"ci": 35.0, "dev": 600.0, "gpu": 300.0, "nightly": 3600.0}
+# Kernel time one statistical property may spend per profile, times its share below. A kernel too
+# slow to reach the profile's sample sizes within it (Triton's CPU interpreter: 0.2-0.3 s per
+# request) runs time-sized (``sized_samples``): fewer samples, a larger detectable TV, stated per
+# assertion. ci on the interpreter: conditional 30 s, marginal 40 s (its draws also serve E[tau] and
+# block >= token, which needs a model pair's two methods: 2 x 64 requests), first-token 20 s (V = 300
+# rows, the least informative at that power) keep the CPU check of our kernels near 6 minutes.
+STAT_SECONDS_PER_PROPERTY = {"ci": 30.0, "dev": 600.0, "gpu": 300.0, "nightly": 3600.0}
+STAT_SECONDS_SHARE = {"marginal_law": 4 / 3, "first_token_law": 2 / 3}
 # Fewest samples a time-sized assertion takes; assertions the time cannot give this many are left out.
 TIME_SIZED_FLOOR = 64
 SAMPLE_CAP_ENV = "SPECFUZZ_STAT_MAX_SAMPLES"
@@ -163,14 +165,16 @@ def sized_samples(
     ``probe``, which times ``PROBE_REQUESTS`` requests of the property's own size: a request's cost
     there grows with its logits, and the pilot's has 32). Within the profile's seconds for one
     property (``STAT_SECONDS_PER_PROPERTY``, or ``ctx.extra["stat_seconds_per_property"]``, set by
-    tests and benches) the plan is ``wants``. Over them the run is time-sized (module docstring):
-    every assertion takes ``min(want, n)`` with ``n`` the largest power of two the time affords per
-    assertion; when that is below ``TIME_SIZED_FLOOR``, the first assertions that fit take the
-    floor and the rest are left out; when not even one fits, the property is skipped with the
-    projection. ``check --budget``'s share (``ctx.extra[DEADLINE_KEY]``, also a fuzz campaign's
-    deadline) is a hard limit: a plan that does not fit it is "skipped for budget", not shrunk."""
-    budget = (ctx.extra.get("stat_seconds_per_property")
-              or STAT_SECONDS_PER_PROPERTY.get(ctx.profile.name, 600.0))
+    tests and benches; times ``STAT_SECONDS_SHARE[name]``) the plan is ``wants``. Over them the run is
+    time-sized (module docstring): every assertion takes ``min(want, n)`` with ``n`` the largest power
+    of two the time affords per assertion; when that is below ``TIME_SIZED_FLOOR``, the first
+    assertions that fit take the floor and the rest are left out; when not even one fits, the
+    property is skipped with the projection. ``check --budget``'s share (``ctx.extra[DEADLINE_KEY]``,
+    also a fuzz campaign's deadline) is a hard limit: a plan that does not fit it is "skipped for
+    budget", not shrunk."""
+    per_property = (ctx.extra.get("stat_seconds_per_property")
+                    or STAT_SECONDS_PER_PROPERTY.get(ctx.profile.name, 600.0))
+    budget = per_property * STAT_SECONDS_SHARE.get(name, 1.0)
     total = sum(wants)
     projected = projected_seconds(kernel, ctx, total)
     if probe is not None and ctx.device.type != "cuda" and total:
@@ -599,12 +603,14 @@ class MarginalPlan:
 def marginal_plan(
     kernel: object, ctx: RunContext, name: str, started: float
 ) -> MarginalPlan | PropertyResult:
-    """``sized_samples`` over every (model pair, method the kernel declares), in that order."""
+    """``sized_samples`` over every (model pair, method the kernel declares), deepest pair and token
+    first, at ``marginal_law``'s seconds whichever of the three properties asks (the same plan)."""
     pairs = sorted(_pairs(ctx), key=lambda p: -p.gamma)  # deepest first: slot bugs compound with depth
     keys = [(p, m) for p in pairs for m in sorted(kernel.methods, reverse=True)]
-    plan = sized_samples(kernel, ctx, name, [_marginal_n(ctx, p, m) for p, m in keys],
+    plan = sized_samples(kernel, ctx, "marginal_law", [_marginal_n(ctx, p, m) for p, m in keys],
                          [f"{p.label}/{m}" for p, m in keys], started)
     if isinstance(plan, PropertyResult):
+        plan.name = name
         return plan
     sizes = {(p.label, m): n for (p, m), n in zip(keys, plan.sizes, strict=True)}
     return MarginalPlan(sizes, plan.note, pairs)

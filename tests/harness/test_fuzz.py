@@ -242,7 +242,7 @@ def test_stop_on_failure_ends_the_campaign_and_times_the_failure(tmp_path):
 
 def test_a_statistical_item_that_would_outlast_the_budget_is_skipped_not_run(tmp_path, monkeypatch):
     """A statistical item gets the campaign's deadline: projected at 30 s of kernel time (inside the ci
-    profile's own 35 s) with a 5 s campaign budget, it must be skipped at once and say so; before
+    profile's own 30 s) with a 5 s campaign budget, it must be skipped at once and say so; before
     this it ran whole, far past the budget."""
     from harness.properties import statistical
 
