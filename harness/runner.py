@@ -55,7 +55,7 @@ from harness.properties.base import (
     unclaimed_result,
 )
 from harness.properties.case_property import CaseCheck, CaseProperty, fault_finding, foreground_repro
-from harness.properties.statistical import TIME_SIZED
+from harness.reporting.report import statistical_reach
 from harness.timing.budget import DEADLINE_KEY, SKIPPED_FOR_BUDGET, Budget
 
 Progress = Callable[[str], None]
@@ -293,19 +293,6 @@ def verdict_line(results: list[PropertyResult], code: int, strict: bool, seconds
     return f"{verdict}: {'; '.join(parts)} -- in {seconds:.1f}s (seed {seed})"
 
 
-def statistical_reach(results: list[PropertyResult]) -> str:
-    """What the run's statistical assertions could see: the range of their detectable total
-    variation (power 0.999 at each one's alpha), and whether any property was time-sized to the
-    kernel's speed (harness/properties/statistical.py); "" when none was made."""
-    tvs = [s.detectable_tv for r in results for s in r.statistics]
-    if not tvs:
-        return ""
-    sized = [r.name for r in results if r.note.startswith(TIME_SIZED)]
-    how = f", {len(sized)} properties time-sized to the kernel's speed" if sized else ""
-    return (f"{len(tvs)} statistical assertions detect TV >= {min(tvs):.2g} to {max(tvs):.2g} "
-            f"(power 0.999){how}")
-
-
 __all__ = ["run_properties", "run_case", "select_properties", "overall_exit_code", "strict_exit_code",
-           "verdict_line", "statistical_reach", "interrupt_on_sigterm",
+           "verdict_line", "interrupt_on_sigterm",
            "Interrupted", "PASS", "NOT_CLAIMED"]

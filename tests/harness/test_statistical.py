@@ -274,3 +274,17 @@ def test_only_the_16bit_copies_catch_a_bug_in_16bit_logits():
     full = REGISTRY["conditional_law"].run(broken, _ctx(2, spec))
     assert full.verdict == FAIL
     assert full.failures and all("@bf16" in f.message or "@fp16" in f.message for f in full.failures)
+
+
+def test_the_verdict_line_and_report_say_which_tv_the_statistics_reached():
+    from harness.properties.base import PropertyResult, StatRecord
+    from harness.reporting.report import statistical_reach
+    from harness.runner import verdict_line
+
+    record = lambda tv: StatRecord("a", 64, 3, 0.0, 1.0, 2.5e-8, 0.999, tv)  # noqa: E731
+    sized = PropertyResult("conditional_law", 4, PASS, statistics=[record(0.58)], note="time-sized to ...")
+    results = [sized,
+               PropertyResult("marginal_law", 4, PASS, statistics=[record(0.61)])]
+    line = verdict_line(results, 0, False, 1.0, 0)
+    assert "2 statistical assertions detect TV >= 0.58 to 0.61" in line and "1 properties time-sized" in line
+    assert statistical_reach(results[1:]).endswith("(power 0.999)") and not statistical_reach([])
