@@ -18,7 +18,8 @@ gets a fresh worker, so the search and its shrinking go on.
 A hang is paid once per shape: the shape of a case that hung (``hang_shape``: what a compiled kernel
 specialises on, harness/generation/shape_palette.py) is remembered for the run
 (``ctx.extra[HUNG_SHAPES_KEY]``), and every other property's cases of that shape are cut without a
-call (skipped, counted in the note); the property that found the hang still shrinks it.
+call (skipped, counted in the note). The first property of the run to find a hang shrinks it (the
+minimal hanging case); a later property that hangs on another shape stops with its finding.
 """
 
 from __future__ import annotations
@@ -86,6 +87,14 @@ def kernel_raised_finding(exc: KernelRaised) -> Finding:
 FAULT_CLASSES = ("crash", "hang")
 HUNG_SHAPES_KEY = "hung_shapes"
 CUT_AFTER_HANG = "cut: a case of its shape hung in"
+
+
+def _hung_elsewhere(outcome: CaseCheck, ctx: RunContext, name: str) -> bool:
+    """Whether ``outcome`` is a hang and an earlier property of the run already found (and shrank) one:
+    then this property stops with its finding instead of shrinking it, each try of which may cost a
+    hang's time limit."""
+    hangs = any(f.cls == "hang" for f in outcome.findings)
+    return hangs and any(where != name for where in ctx.extra.get(HUNG_SHAPES_KEY, {}).values())
 
 
 def hang_shape(case: Case) -> tuple:
@@ -246,6 +255,8 @@ class CaseProperty:
                 state["best"] = (case, outcome.findings)
                 if state["first_fail"] is None:
                     state["first_fail"] = time.perf_counter()
+                    if _hung_elsewhere(outcome, ctx, self.name):  # no shrinking at a hang's price
+                        state["first_fail"] -= profile.shrink_seconds
                 raise _CaseFailed()
 
         phases = [Phase.explicit, Phase.generate] + ([] if ctx.fail_fast else [Phase.shrink])
