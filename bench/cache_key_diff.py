@@ -54,7 +54,7 @@ def main() -> int:
         print(f"\n== {e['name']} ({e['dir']}): {len(same)} earlier entries of this kernel")
         if not same:
             continue
-        closest = min(same, key=lambda o: sum(1 for a, b in zip(o["sig"], e["sig"]) if a != b)
+        closest = min(same, key=lambda o: sum(1 for a, b in zip(o["sig"], e["sig"], strict=False) if a != b)
                       + abs(len(o["sig"]) - len(e["sig"])))
         skip = {"hash", "shared", "tmem_size", "global_scratch_size", "profile_scratch_size"}
         for k in sorted(set(e["meta"]) | set(closest["meta"])):

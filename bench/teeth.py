@@ -38,8 +38,9 @@ from harness.runner import run_properties, select_properties  # noqa: E402
 
 CORRECT = ("harness.implementations.torch_eager:kernel", "harness.adapters.triton_kernels:kernel")
 # Teeth, not speed, are measured: on a loaded machine the statistical layer's time projection would
-# skip its properties ("too slow", harness/properties/statistical.py) and a broken kernel only
-# statistics catch would read NOT CAUGHT. Broken kernels get this budget per statistical property.
+# time-size its properties (fewer samples, harness/properties/statistical.py) and a broken kernel only
+# full-size statistics catch would read NOT CAUGHT. Broken kernels get this budget per statistical
+# property.
 BROKEN_STAT_SECONDS = 1800.0
 
 

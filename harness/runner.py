@@ -55,6 +55,7 @@ from harness.properties.base import (
     unclaimed_result,
 )
 from harness.properties.case_property import CaseCheck, CaseProperty, fault_finding, foreground_repro
+from harness.reporting.report import statistical_reach
 from harness.timing.budget import DEADLINE_KEY, SKIPPED_FOR_BUDGET, Budget
 
 Progress = Callable[[str], None]
@@ -286,6 +287,9 @@ def verdict_line(results: list[PropertyResult], code: int, strict: bool, seconds
         parts.append(f"{len(skipped)} claimed but skipped{strictly}: {why}")
     if unclaimed:
         parts.append(f"{len(unclaimed)} not claimed: {', '.join(unclaimed)}")
+    reach = statistical_reach(results)
+    if reach:
+        parts.append(reach)
     return f"{verdict}: {'; '.join(parts)} -- in {seconds:.1f}s (seed {seed})"
 
 

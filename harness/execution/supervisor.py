@@ -28,8 +28,18 @@ Decisions (bench/supervision_overhead.py; figures from a 2-core CPU machine at l
   argument storage per call, and of each result and modified storage back. Measured (CPU time of
   harness + worker, oracle kernel): +1.0 ms per call at 40 KB of arguments, +2.8 ms at 1.1 MB, +14.5
   ms at 8.8 MB; ``structural`` on ci-profile cases (3 calls each) +3.1 ms per case (5.9 -> 9.0 ms).
-- Time limits from the profile: ``call_time_limit_s`` per call (``--time-limit`` overrides it), the
-  larger of it and ``first_call_time_limit_s`` for the first call of the run (compiles).
+- Time limits from the profile: ``call_time_limit_s`` per call (``--time-limit`` overrides it);
+  while the worker compiles (Triton's cache-miss hook fired and its post-compile hook has not: a GPU,
+  never the CPU interpreter) the larger ``compile_time_limit_s`` from the compile's start, and after
+  each compile the call's clock restarts. A call that compiles is thus never a ``hang`` for its
+  compiles, and a call that hangs pays ``call_time_limit_s``, whether or not it is the run's first
+  (before issue 44 the run's first call got 600 s, compiling or not). A hang's evidence counts the
+  compiles of the call.
+- A hang is paid in full once per run: after the run's first hang, a call that does not compile gets
+  ``min(call_time_limit_s, max(HANG_RETRY_FLOOR_S, HANG_RETRY_FACTOR x the slowest call that
+  returned))`` (a fast kernel that hangs on large batches: 10 s per further hang instead of 120 s;
+  an interpreter-speed kernel keeps its 120 s). A legitimate call that slow after a hang would be
+  misreported as a hang; the evidence states the limit and why.
 - ``in_process=True`` (``--in-process`` on the command line) returns the kernel itself: no worker, a
   crash ends the run. That is the mode for debuggers (gdb, compute-sanitizer) and for the foreground
   reproduction of a ``crash`` / ``hang`` finding.
@@ -50,10 +60,12 @@ from multiprocessing import spawn
 
 from harness.execution.kernel_calls import KernelFault, WorkerError
 from harness.execution.transport import Packer, as_storage, unpack, write_back
-from harness.execution.worker import CALLS
+from harness.execution.worker import CALLS, COMPILED, COMPILING
 from harness.execution.worker import main as worker_main
 
 STDERR_TAIL_CHARS = 3000
+HANG_RETRY_FLOOR_S = 10.0  # the shortest limit after a hang
+HANG_RETRY_FACTOR = 10.0  # after a hang, a call may take this many times the slowest call that returned
 DUMP_GRACE_S = 0.5  # after SIGUSR1, how long a hung worker gets to write its stacks
 
 
@@ -191,12 +203,14 @@ class Worker:
 class Supervisor:
     """Runs kernel calls in a worker, replaces it after a fault, and turns faults into ``KernelFault``."""
 
-    def __init__(self, spec: str, call_limit_s: float, first_call_limit_s: float):
+    def __init__(self, spec: str, call_limit_s: float, compile_limit_s: float):
         self.spec = spec
         self.call_limit_s = call_limit_s
-        self.first_call_limit_s = max(call_limit_s, first_call_limit_s)
+        self.compile_limit_s = max(call_limit_s, compile_limit_s)
         self.calls = 0
         self.faults = 0
+        self.hangs = 0
+        self.slowest_ok_s = 0.0
         self.workers_started = 0
         self._log_dir = tempfile.mkdtemp(prefix="specfuzz-workers-")
         self._active: Worker | None = None
@@ -213,7 +227,7 @@ class Supervisor:
             self._active = None
         if self._active is None:
             self._active, self._spare = (self._spare or self._start()), None
-            self._active.wait_ready(self.first_call_limit_s)
+            self._active.wait_ready(self.compile_limit_s)
             if self.faults and self._spare is None:
                 self._spare = self._start()
         return self._active
@@ -229,14 +243,23 @@ class Supervisor:
     def call(self, name: str, *args):
         """``kernel.<name>(*args)`` in the worker; see the module docstring for what comes back."""
         worker = self._worker()
-        limit = self.first_call_limit_s if self.calls == 0 else self.call_limit_s
         self.calls += 1
         packer = Packer()
         tree = packer.pack(args)
         since, started = worker.log_size(), time.monotonic()
+        call_limit = self.current_call_limit()
+        limit, deadline, compiles = call_limit, started + call_limit, 0
         try:
             worker.send(("call", name, tree, packer.table()))
-            reply = worker.receive(limit)
+            while True:
+                reply = worker.receive(max(0.0, deadline - time.monotonic()))
+                if reply is None or reply[0] not in (COMPILING, COMPILED):
+                    break
+                if reply[0] == COMPILING:  # the worker compiles: the compile limit runs from now
+                    compiles += 1
+                    limit, deadline = self.compile_limit_s, time.monotonic() + self.compile_limit_s
+                else:  # compiled: the call's own clock restarts
+                    limit, deadline = call_limit, time.monotonic() + call_limit
         except (EOFError, OSError):
             reply = ("died",)
         except BaseException:  # e.g. SIGTERM's Interrupted: the call's reply must never meet the next call
@@ -244,7 +267,8 @@ class Supervisor:
             self._active = None
             raise
         if reply is None or reply[0] in ("died", "fault"):
-            raise self._fault(worker, name, reply, limit, since, time.monotonic() - started, args)
+            raise self._fault(worker, name, reply, limit, since, time.monotonic() - started, args, compiles)
+        self.slowest_ok_s = max(self.slowest_ok_s, time.monotonic() - started)
         write_back(packer.storages, reply[1])
         if reply[0] == "raised":
             error = reply[2] or RemoteKernelError(reply[3])
@@ -253,11 +277,22 @@ class Supervisor:
         storages = packer.storages + [as_storage(data, device) for device, data in reply[3]]
         return unpack(reply[2], storages)
 
-    def _fault(self, worker, name, reply, limit, since, seconds, args) -> KernelFault:
-        evidence = {"call": name, "seconds": round(seconds, 3), "time_limit_s": limit}
+    def current_call_limit(self) -> float:
+        """``call_limit_s``, or after a hang of this run the shorter retry limit (module docstring)."""
+        if not self.hangs:
+            return self.call_limit_s
+        return min(self.call_limit_s, max(HANG_RETRY_FLOOR_S, HANG_RETRY_FACTOR * self.slowest_ok_s))
+
+    def _fault(self, worker, name, reply, limit, since, seconds, args, compiles=0) -> KernelFault:
+        evidence = {"call": name, "seconds": round(seconds, 3), "time_limit_s": limit, "compiles": compiles}
         if reply is None:
             worker.dump_stacks()
-            kind, message = "hang", f"{name} did not return within {limit:g} s (the call's time limit)"
+            why = "the call's time limit"
+            if self.hangs and limit < self.call_limit_s:
+                why = (f"reduced after an earlier hang of this run: {HANG_RETRY_FACTOR:g}x the slowest "
+                       f"call that returned, at least {HANG_RETRY_FLOOR_S:g} s")
+            self.hangs += 1
+            kind, message = "hang", f"{name} did not return within {limit:g} s ({why})"
         elif reply[0] == "fault":
             kind, message = "crash", f"{name} left the CUDA device unusable: {reply[1]}"
             evidence["cuda_error"] = reply[1]
@@ -309,7 +344,7 @@ def supervise(kernel: object, spec: str, profile, in_process: bool = False) -> o
     if in_process:
         return kernel
     return SupervisedKernel(
-        kernel, Supervisor(spec, profile.call_time_limit_s, profile.first_call_time_limit_s)
+        kernel, Supervisor(spec, profile.call_time_limit_s, profile.compile_time_limit_s)
     )
 
 

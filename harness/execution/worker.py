@@ -72,6 +72,7 @@ def serve(conn: Connection, spec: str) -> None:
         conn.send(("broken", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"))
         return
     conn.send(("ready", kernel.name))
+    _report_compiles(conn)  # after "ready": only a call's compiles are reported
     while True:
         try:
             message = conn.recv()
@@ -108,6 +109,34 @@ def serve(conn: Connection, spec: str) -> None:
         except Exception as exc:  # noqa: BLE001 -- e.g. a device that fails only when read back
             conn.send(("fault", f"after the call: {type(exc).__name__}: {exc}"))
             os._exit(1)
+
+
+COMPILING, COMPILED = "compiling", "compiled"
+
+
+def _report_compiles(conn: Connection) -> None:
+    """Tell the harness when a call starts and ends compiling a Triton kernel (Triton's cache-miss
+    and post-compile hooks, triton >= 3.3; chained to hooks already set), so that a compile gets the
+    compile time limit and a hang does not (harness/execution/supervisor.py). Under the CPU
+    interpreter nothing compiles and nothing is sent."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return
+    runtime = knobs.runtime
+    if not hasattr(runtime, "jit_cache_hook") or not hasattr(runtime, "jit_post_compile_hook"):
+        return
+    previous_miss, previous_done = runtime.jit_cache_hook, runtime.jit_post_compile_hook
+
+    def chained(message, previous):
+        def hook(**kwargs):
+            conn.send((message,))
+            return previous(**kwargs) if previous else None
+
+        return hook
+
+    runtime.jit_cache_hook = chained(COMPILING, previous_miss)
+    runtime.jit_post_compile_hook = chained(COMPILED, previous_done)
 
 
 def _die_with_parent() -> None:

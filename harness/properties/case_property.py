@@ -14,6 +14,12 @@ worker, harness/execution/supervisor.py) fails the case with a ``crash`` or ``ha
 runs
 that one case in the foreground (``replay --case ... --in-process``, for a debugger); the next call
 gets a fresh worker, so the search and its shrinking go on.
+
+A hang is paid once per shape: the shape of a case that hung (``hang_shape``: what a compiled kernel
+specialises on, harness/generation/shape_palette.py) is remembered for the run
+(``ctx.extra[HUNG_SHAPES_KEY]``), and every other property's cases of that shape are cut without a
+call (skipped, counted in the note). The first property of the run to find a hang shrinks it (the
+minimal hanging case); a later property that hangs on another shape stops with its finding.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from hypothesis.errors import Flaky
 from harness.contract import capabilities_of
 from harness.execution.kernel_calls import DeviceFault, KernelFault, KernelRaised
 from harness.generation.cases import Case
-from harness.generation.shape_palette import palette
+from harness.generation.shape_palette import FEW_REQUESTS, palette
 from harness.generation.strategies import CaseSpace, cases, coverage_of, in_temperature_domain
 from harness.judging.output_checks import Violation
 from harness.properties.base import (
@@ -82,6 +88,24 @@ def kernel_raised_finding(exc: KernelRaised) -> Finding:
 
 
 FAULT_CLASSES = ("crash", "hang")
+HUNG_SHAPES_KEY = "hung_shapes"
+CUT_AFTER_HANG = "cut: a case of its shape hung in"
+
+
+def _hung_elsewhere(outcome: CaseCheck, ctx: RunContext, name: str) -> bool:
+    """Whether ``outcome`` is a hang and an earlier property of the run already found (and shrank) one:
+    then this property stops with its finding instead of shrinking it, each try of which may cost a
+    hang's time limit."""
+    hangs = any(f.cls == "hang" for f in outcome.findings)
+    return hangs and any(where != name for where in ctx.extra.get(HUNG_SHAPES_KEY, {}).values())
+
+
+def hang_shape(case: Case) -> tuple:
+    """The compile-relevant shape of ``case``: power-of-two vocabulary rung, multiple of 16 or not,
+    dtype, method, draft logits or point drafts, logprobs, few (<= FEW_REQUESTS) or many requests."""
+    v = case.vocab_size
+    return (1 << max(0, v - 1).bit_length(), v % 16 == 0, case.dtype, case.method, case.has_draft_logits,
+            case.want_logprobs, len(case.draft_lens) > FEW_REQUESTS)
 
 
 def fault_finding(exc: KernelFault) -> Finding:
@@ -165,6 +189,10 @@ class CaseProperty:
         outside = outside_domain(case, kernel)
         if outside:
             return CaseCheck(skipped=outside)
+        hung = ctx.extra.setdefault(HUNG_SHAPES_KEY, {})
+        where = hung.get(hang_shape(case))
+        if where is not None and where != self.name:
+            return CaseCheck(skipped=f"{CUT_AFTER_HANG} {where}")
         try:
             outcome = self.check(kernel, case, ctx)
         except KernelRaised as exc:
@@ -173,6 +201,8 @@ class CaseProperty:
                 ctx.extra["device_fault"] = str(exc)
         except KernelFault as exc:
             outcome = CaseCheck(findings=[fault_finding(exc)])
+            if exc.kind == "hang":
+                hung.setdefault(hang_shape(case), self.name)
         for f in outcome.findings:
             if not f.case:
                 f.case = case.to_dict()
@@ -189,7 +219,7 @@ class CaseProperty:
         if reason is not None:
             result.verdict, result.note = NOT_CLAIMED, reason
             return result
-        state = {"best": None, "first_fail": None, "calls_after": 0, "skipped": 0}
+        state = {"best": None, "first_fail": None, "calls_after": 0, "skipped": 0, "cut": ""}
         profile = ctx.profile
         coverage = ctx.extra.setdefault("coverage", {})
 
@@ -216,6 +246,8 @@ class CaseProperty:
             ctx.progress.advance(result.cases + state["skipped"] + 1)
             if outcome.skipped:
                 state["skipped"] += 1
+                if outcome.skipped.startswith(CUT_AFTER_HANG):
+                    state["cut"] = outcome.skipped.removeprefix(CUT_AFTER_HANG).strip()
                 return
             result.cases += 1
             result.ties += outcome.ties
@@ -226,6 +258,8 @@ class CaseProperty:
                 state["best"] = (case, outcome.findings)
                 if state["first_fail"] is None:
                     state["first_fail"] = time.perf_counter()
+                    if _hung_elsewhere(outcome, ctx, self.name):  # no shrinking at a hang's price
+                        state["first_fail"] -= profile.shrink_seconds
                 raise _CaseFailed()
 
         phases = [Phase.explicit, Phase.generate] + ([] if ctx.fail_fast else [Phase.shrink])
@@ -269,5 +303,8 @@ class CaseProperty:
         elif result.cases == 0 and result.verdict == PASS:  # nothing was judged: never a "pass"
             result.verdict = SKIPPED
             result.note = f"no applicable case among {state['skipped']} drawn"
+        if state["cut"]:
+            result.note = (result.note + "; " if result.note else "") + (
+                f"cases of a shape that hung in {state['cut']} were cut, not run")
         result.seconds = time.perf_counter() - started
         return result

@@ -16,6 +16,14 @@ cells) is detected with probability >= 0.999 at level ``assertion_alpha(profile)
 ``profile.stat_max_samples`` (or ``ctx.extra["stat_max_samples"]``); the StatRecord states the TV
 actually detectable at the ``n`` used. A rejection is confirmed once with fresh seeds and 4x the
 samples; an observation in a cell of exact probability 0 fails at once.
+
+Time-sized runs (``sized_samples``): a kernel too slow for those sizes within the profile's seconds
+per property (Triton's CPU interpreter: ~0.15 s per request on a 2-core machine) is not skipped; its
+assertions get ``n`` scaled down to what that time affords at the kernel's measured cost (a power of
+two, the same for every assertion of the property, at least ``TIME_SIZED_FLOOR``), in the property's
+priority order; those the time cannot reach at the floor are left out and named in the note. The
+alpha is unchanged, so a weaker run detects only larger errors: each StatRecord's ``detectable_tv``
+says how large, and ``check``'s verdict line gives their range.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -65,11 +74,16 @@ from reference.laws import accepted_variance, conditional_law, expected_accepted
 
 MIN_SAMPLES = 256
 FIRST_TOKEN_BINS = 32
-# Kernel time one statistical property may spend per profile. A kernel too slow to reach the
-# profile's sample sizes within it (Triton's CPU interpreter: ~0.1 s per request) gets the property
-# reported as skipped (never as passed), with the projection, instead of a run of hours or an
-# underpowered "pass".
-STAT_SECONDS_PER_PROPERTY = {"ci": 120.0, "dev": 600.0, "gpu": 300.0, "nightly": 3600.0}
+# Kernel time one statistical property may spend per profile, times its share below. A kernel too
+# slow to reach the profile's sample sizes within it (Triton's CPU interpreter: 0.2-0.3 s per
+# request) runs time-sized (``sized_samples``): fewer samples, a larger detectable TV, stated per
+# assertion. ci on the interpreter: conditional 30 s, marginal 40 s (its draws also serve E[tau] and
+# block >= token, which needs a model pair's two methods: 2 x 64 requests), first-token 20 s (V = 300
+# rows, the least informative at that power) keep the CPU check of our kernels near 6 minutes.
+STAT_SECONDS_PER_PROPERTY = {"ci": 30.0, "dev": 600.0, "gpu": 300.0, "nightly": 3600.0}
+STAT_SECONDS_SHARE = {"marginal_law": 4 / 3, "first_token_law": 2 / 3}
+# Fewest samples a time-sized assertion takes; assertions the time cannot give this many are left out.
+TIME_SIZED_FLOOR = 64
 SAMPLE_CAP_ENV = "SPECFUZZ_STAT_MAX_SAMPLES"
 
 
@@ -85,8 +99,9 @@ def _sample_cap(ctx: RunContext) -> int:
 
 def kernel_cost(kernel: object, ctx: RunContext) -> tuple[float, float]:
     """``(seconds per call, seconds per replicated request)`` of the kernel on this device, measured
-    once per run: a 16-request warm-up (absorbs JIT compilation), then 64 and 1024 requests in one
-    call each (1024 is skipped when 64 already took 0.5 s: then it is all per-request cost). A GPU
+    once per run: a 16-request warm-up (absorbs JIT compilation), then 16 requests again; when those
+    took over 0.125 s (8 ms per request: the CPU interpreter) the cost is all per request and the
+    pilot stops there (~5 s of interpreter time), else 64 and 1024 requests in one call each. A GPU
     kernel costs mostly per call (launches), the CPU interpreter per request."""
     cache = ctx.extra.setdefault("statistical_kernel_cost", {})
     if id(kernel) not in cache:
@@ -99,10 +114,11 @@ def kernel_cost(kernel: object, ctx: RunContext) -> tuple[float, float]:
             return time.perf_counter() - started
 
         timed(16)
-        small = timed(64)
-        if small > 0.5:
-            cache[id(kernel)] = (0.0, small / 64)
+        pilot = timed(16)
+        if pilot > 0.125:
+            cache[id(kernel)] = (0.0, pilot / 16)
         else:
+            small = timed(64)
             per_request = max(0.0, (timed(1024) - small) / 960)
             cache[id(kernel)] = (max(0.0, small - 64 * per_request), per_request)
     return cache[id(kernel)]
@@ -117,43 +133,89 @@ def projected_seconds(kernel: object, ctx: RunContext, total_samples: int) -> fl
 
 
 PROBE_REQUESTS = 16
+TIME_SIZED = "time-sized"
 
 
-def too_slow(
+@dataclass
+class SamplePlan:
+    """Samples per assertion (in the property's order; 0: left out) and the note that says why the
+    sizes differ from the profile's, empty when they do not."""
+
+    sizes: list[int]
+    note: str = ""
+
+
+def _pow2_floor(x: float) -> int:
+    return 1 << int(math.floor(math.log2(x))) if x >= 1 else 0
+
+
+def sized_samples(
     kernel: object,
     ctx: RunContext,
     name: str,
-    total_samples: int,
+    wants: list[int],
+    labels: list[str],
     started: float,
     probe: Callable[[], float] | None = None,
-) -> PropertyResult | None:
-    """A "skipped" result explaining the projection when ``total_samples`` would exceed the
-    profile's time budget for one property (or ``ctx.extra["stat_seconds_per_property"]``, set by
-    tests and benches), or the time left before ``ctx.extra[DEADLINE_KEY]`` (``check --budget``'s
-    share, a fuzz campaign's deadline); None when the property can run.
+) -> SamplePlan | PropertyResult:
+    """The samples each assertion of property ``name`` takes (``wants``: the profile's sizes, in
+    priority order; ``labels`` name them), or a "skipped" result.
 
-    ``probe`` times ``PROBE_REQUESTS`` requests of the property's own size. Off a GPU a request's cost
-    grows with its logits, and the pilot request of ``kernel_cost`` has 32: a property whose requests
-    are far larger (first_token_law at V = 262144) passes a probe before it starts. On a GPU the
-    pilot is representative (its cost is per call) and no probe runs."""
-    budget = (ctx.extra.get("stat_seconds_per_property")
-              or STAT_SECONDS_PER_PROPERTY.get(ctx.profile.name, 600.0))
-    projected = projected_seconds(kernel, ctx, total_samples)
-    if projected <= budget and probe is not None and ctx.device.type != "cuda":
-        projected = max(projected, total_samples * probe() / PROBE_REQUESTS)
+    The kernel time ``wants`` would take is projected from ``kernel_cost`` (and off a GPU from
+    ``probe``, which times ``PROBE_REQUESTS`` requests of the property's own size: a request's cost
+    there grows with its logits, and the pilot's has 32). Within the profile's seconds for one
+    property (``STAT_SECONDS_PER_PROPERTY``, or ``ctx.extra["stat_seconds_per_property"]``, set by
+    tests and benches; times ``STAT_SECONDS_SHARE[name]``) the plan is ``wants``. Over them the run is
+    time-sized (module docstring): every assertion takes ``min(want, n)`` with ``n`` the largest power
+    of two the time affords per assertion; when that is below ``TIME_SIZED_FLOOR``, the first
+    assertions that fit take the floor and the rest are left out; when not even one fits, the
+    property is skipped with the projection. ``check --budget``'s share (``ctx.extra[DEADLINE_KEY]``,
+    also a fuzz campaign's deadline) is a hard limit: a plan that does not fit it is "skipped for
+    budget", not shrunk."""
+    per_property = (ctx.extra.get("stat_seconds_per_property")
+                    or STAT_SECONDS_PER_PROPERTY.get(ctx.profile.name, 600.0))
+    budget = per_property * STAT_SECONDS_SHARE.get(name, 1.0)
+    total = sum(wants)
+    projected = projected_seconds(kernel, ctx, total)
+    if probe is not None and ctx.device.type != "cuda" and total:
+        projected = max(projected, total * probe() / PROBE_REQUESTS)
+    plan = SamplePlan(list(wants))
+    if projected > budget:
+        per_request = projected / total
+        affordable = budget / per_request
+        n = _pow2_floor(affordable / len(wants))
+        if n >= TIME_SIZED_FLOOR:
+            plan.sizes = [min(w, n) for w in wants]
+        else:
+            fit = int(affordable // TIME_SIZED_FLOOR)
+            n = TIME_SIZED_FLOOR
+            plan.sizes = [min(w, n) if i < fit else 0 for i, w in enumerate(wants)]
+        if not any(plan.sizes):
+            note = (f"not run: {total} samples would take ~{projected:.0f}s at this kernel's speed and "
+                    f"{TIME_SIZED_FLOOR} for one assertion ~{TIME_SIZED_FLOOR * per_request:.0f}s (budget "
+                    f"{budget:.0f}s in profile {ctx.profile.name}); run on a GPU")
+            return PropertyResult(name=name, layer=4, verdict=SKIPPED,
+                                  seconds=time.perf_counter() - started, note=note)
+        left_out = [lab for lab, size in zip(labels, plan.sizes, strict=True) if not size]
+        plan.note = (f"{TIME_SIZED} to this kernel's speed ({per_request * 1e3:.0f} ms per request, "
+                     f"{budget:.0f}s for this property): n <= {n} per assertion instead of up to "
+                     f"{max(wants)}")
+        if left_out:
+            shown = ", ".join(left_out[:4]) + (", ..." if len(left_out) > 4 else "")
+            plan.note += f"; {len(left_out)} of {len(wants)} assertions left out ({shown})"
+        projected = per_request * sum(plan.sizes)
     deadline = ctx.extra.get(DEADLINE_KEY)
     share = None if deadline is None else deadline - time.perf_counter()
-    if projected <= budget and (share is None or projected <= share):
-        return None
-    if projected <= budget:  # only check --budget's share is too small
-        note = (f"{SKIPPED_FOR_BUDGET}: not started, {total_samples} samples would take ~{projected:.0f}s, "
-                f"its share of the run's time budget is {max(share, 0.0):.0f}s")
-    else:
-        note = (f"not run: {total_samples} samples would take ~{projected:.0f}s at this kernel's speed "
-                f"(budget {budget:.0f}s in profile {ctx.profile.name}); run on a GPU or lower "
-                f"{SAMPLE_CAP_ENV}")
-    return PropertyResult(name=name, layer=4, verdict=SKIPPED, seconds=time.perf_counter() - started,
-                          note=note)
+    if share is not None and projected > share:
+        note = (f"{SKIPPED_FOR_BUDGET}: not started, {sum(plan.sizes)} samples would take "
+                f"~{projected:.0f}s, its share of the run's time budget is {max(share, 0.0):.0f}s")
+        return PropertyResult(name=name, layer=4, verdict=SKIPPED, seconds=time.perf_counter() - started,
+                              note=note)
+    return plan
+
+
+def _positive_cells(law: np.ndarray) -> int:
+    return int(np.count_nonzero(np.asarray(law) > 0))
 
 
 def samples_needed(ctx: RunContext, positive_cells: int) -> int:
@@ -199,6 +261,7 @@ def law_assertion(
     probabilities: np.ndarray,
     labels: list,
     prop: str,
+    n: int,
     case: dict | None = None,
 ) -> tuple[StatRecord, Finding | None]:
     """Goodness of fit of ``draw_counts(seed_root, n)`` (counts over the cells of ``probabilities``
@@ -206,7 +269,6 @@ def law_assertion(
     alpha = assertion_alpha(ctx.profile)
     expected = np.append(np.asarray(probabilities, dtype=np.float64), 0.0)
     labels = list(labels) + ["contract violation"]
-    n = samples_needed(ctx, int(np.count_nonzero(expected > 0)))
     seeds = (ctx.child_seed(prop, name, "first"), ctx.child_seed(prop, name, "confirm"))
     last_counts = {}
 
@@ -352,29 +414,27 @@ class ConditionalLaw(_Statistical):
             if (caps.point_mass_drafts if r.draft is None else caps.draft_logits)
             and (r.temperature != 0 or caps.greedy)
         ]
-        total = sum(
-            samples_needed(
-                ctx, int(np.count_nonzero(conditional_law(r.target, r.draft, r.ids, r.temperature, m) > 0))
-            )
-            for r in requests
-            for m in kernel.methods
-        )
-        skipped = too_slow(kernel, ctx, self.name, total, started)
-        if skipped:
-            return skipped
-        suite = _Suite(ctx, self.name, len(requests) * len(kernel.methods))
-        for request in requests:
-            for method in suite.each(sorted(kernel.methods)):
-                record, finding = self._assert(kernel, ctx, request, method)
-                records.append(record)
-                cases += 1
-                if finding:
-                    findings.append(finding)
-                    if ctx.fail_fast:
-                        return _result(self.name, started, records, findings, cases, suite=suite)
-        return _result(self.name, started, records, findings, cases, suite=suite)
+        pairs = [(r, m) for r in requests for m in sorted(kernel.methods)]
+        plan = sized_samples(
+            kernel, ctx, self.name,
+            [samples_needed(ctx, _positive_cells(conditional_law(r.target, r.draft, r.ids, r.temperature, m)))
+             for r, m in pairs],
+            [f"{r.label}/{m}" for r, m in pairs], started)
+        if isinstance(plan, PropertyResult):
+            return plan
+        planned = [(r, m, n) for (r, m), n in zip(pairs, plan.sizes, strict=True) if n]
+        suite = _Suite(ctx, self.name, len(planned))
+        for request, method, n in suite.each(planned):
+            record, finding = self._assert(kernel, ctx, request, method, n)
+            records.append(record)
+            cases += 1
+            if finding:
+                findings.append(finding)
+                if ctx.fail_fast:
+                    break
+        return _result(self.name, started, records, findings, cases, plan.note, suite)
 
-    def _assert(self, kernel, ctx, request: FixedDraftRequest, method: str):
+    def _assert(self, kernel, ctx, request: FixedDraftRequest, method: str, n: int):
         base = request.batch(method, ctx.device)
         vocab, k = request.vocab, request.gamma
         law = conditional_law(request.target, request.draft, request.ids, request.temperature, method)
@@ -385,7 +445,7 @@ class ConditionalLaw(_Statistical):
             return count_cells(kernel, replicated_batches(base, n, seed), cell_of, (k + 1) * vocab).numpy()
 
         return law_assertion(
-            ctx, f"{request.label}/{method}", draw, law.ravel(), labels, self.name, _case_of(base)
+            ctx, f"{request.label}/{method}", draw, law.ravel(), labels, self.name, n, _case_of(base)
         )
 
 
@@ -508,39 +568,73 @@ class MarginalLaw(_SampledDrafts):
     def run(self, kernel: object, ctx: RunContext) -> PropertyResult:
         started = time.perf_counter()
         records, findings = [], []
-        skipped = too_slow(kernel, ctx, self.name, _marginal_total(ctx, kernel.methods), started)
-        if skipped:
-            return skipped
-        pairs = _pairs(ctx)
-        suite = _Suite(ctx, self.name, len(pairs) * len(kernel.methods))
-        for pair in pairs:
-            for method in suite.each(sorted(kernel.methods)):
-                probs, _, labels = marginal_law_vector(pair, method)
-                draw = lambda seed, n, pair=pair, method=method: marginal_counts(
-                    kernel, ctx, pair, method, seed, n
-                )
-                record, finding = law_assertion(
-                    ctx,
-                    f"{pair.label}/{method}",
-                    draw,
-                    probs,
-                    labels,
-                    self.name,
-                    {"model_pair": pair.label, "method": method},
-                )
-                records.append(record)
-                findings += [finding] if finding else []
-        return _result(self.name, started, records, findings, len(records), suite=suite)
+        plan = marginal_plan(kernel, ctx, self.name, started)
+        if isinstance(plan, PropertyResult):
+            return plan
+        suite = _Suite(ctx, self.name, len(plan))
+        for pair, method, n in suite.each(plan.items):
+            probs, _, labels = marginal_law_vector(pair, method)
+            draw = lambda seed, size, pair=pair, method=method: marginal_counts(
+                kernel, ctx, pair, method, seed, size
+            )
+            record, finding = law_assertion(
+                ctx, f"{pair.label}/{method}", draw, probs, labels, self.name, n,
+                {"model_pair": pair.label, "method": method},
+            )
+            records.append(record)
+            findings += [finding] if finding else []
+        return _result(self.name, started, records, findings, len(records), plan.note, suite)
 
 
 # -- E[tau] and block >= token ----------------------------------------------------------------
 def _marginal_n(ctx: RunContext, pair: ModelPair, method: str) -> int:
     probs, _, _ = marginal_law_vector(pair, method)
-    return samples_needed(ctx, int(np.count_nonzero(probs > 0)))
+    return samples_needed(ctx, _positive_cells(probs))
 
 
-def _marginal_total(ctx: RunContext, methods) -> int:
-    return sum(_marginal_n(ctx, pair, m) for pair in _pairs(ctx) for m in methods)
+@dataclass
+class MarginalPlan:
+    """Samples per (model pair, method) of the marginal-law draws, shared by ``marginal_law``,
+    ``expected_accepted`` and ``block_dominates_token`` (the latter two reuse the first's draws):
+    the same ``sized_samples`` plan in each, so their first stages hit ``marginal_counts``' cache."""
+
+    sizes: dict
+    note: str
+    pairs: list
+
+    @property
+    def items(self) -> list[tuple[ModelPair, str, int]]:
+        return [(p, m, self.sizes[p.label, m]) for p in self.pairs for m in ("token", "block")
+                if self.sizes.get((p.label, m))]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def marginal_plan(
+    kernel: object, ctx: RunContext, name: str, started: float
+) -> MarginalPlan | PropertyResult:
+    """``sized_samples`` over every (model pair, method the kernel declares), deepest pair and token
+    first, at ``marginal_law``'s seconds whichever of the three properties asks (the same plan)."""
+    pairs = sorted(_pairs(ctx), key=lambda p: -p.gamma)  # deepest first: slot bugs compound with depth
+    keys = [(p, m) for p in pairs for m in sorted(kernel.methods, reverse=True)]
+
+    def probe() -> float:  # the deepest pair has more rows per request than the pilot (9 vs 7)
+        began = time.perf_counter()
+        cell_of, num_cells = _sequence_cell_of(pairs[0].vocab, pairs[0].gamma)
+        count_cells(kernel, _model_pair_batches(pairs[0], keys[0][1], PROBE_REQUESTS, 0, ctx.device),
+                    cell_of, num_cells)
+        return time.perf_counter() - began
+
+    cache = ctx.extra.setdefault("statistical_marginal_probe", {})  # one probe for the three properties
+    timed = lambda: cache[id(kernel)] if id(kernel) in cache else cache.setdefault(id(kernel), probe())  # noqa: E731
+    plan = sized_samples(kernel, ctx, "marginal_law", [_marginal_n(ctx, p, m) for p, m in keys],
+                         [f"{p.label}/{m}" for p, m in keys], started, timed)
+    if isinstance(plan, PropertyResult):
+        plan.name = name
+        return plan
+    sizes = {(p.label, m): n for (p, m), n in zip(keys, plan.sizes, strict=True)}
+    return MarginalPlan(sizes, plan.note, pairs)
 
 
 def _tau_sums(counts: np.ndarray, taus: np.ndarray) -> tuple[float, int, int]:
@@ -556,69 +650,66 @@ class ExpectedAccepted(_SampledDrafts):
         started = time.perf_counter()
         alpha = assertion_alpha(ctx.profile)
         records, findings = [], []
-        skipped = too_slow(kernel, ctx, self.name, _marginal_total(ctx, kernel.methods), started)
-        if skipped:
-            return skipped
-        pairs = _pairs(ctx)
-        suite = _Suite(ctx, self.name, len(pairs) * len(kernel.methods))
-        for pair in pairs:
-            for method in suite.each(sorted(kernel.methods)):
-                law = output_law(pair.target_model, pair.draft_model, pair.gamma, method)
-                mean = expected_accepted(law, gamma=pair.gamma)
-                var = accepted_variance(law, gamma=pair.gamma)
-                _, taus, _ = marginal_law_vector(pair, method)
-                label = f"{pair.label}/{method}"
+        plan = marginal_plan(kernel, ctx, self.name, started)
+        if isinstance(plan, PropertyResult):
+            return plan
+        suite = _Suite(ctx, self.name, len(plan))
+        for pair, method, n in suite.each(plan.items):
+            law = output_law(pair.target_model, pair.draft_model, pair.gamma, method)
+            mean = expected_accepted(law, gamma=pair.gamma)
+            var = accepted_variance(law, gamma=pair.gamma)
+            _, taus, _ = marginal_law_vector(pair, method)
+            label = f"{pair.label}/{method}"
 
-                def run_once(seed: int, n: int, pair=pair, method=method, mean=mean, var=var, taus=taus):
-                    total, valid, _ = _tau_sums(marginal_counts(kernel, ctx, pair, method, seed, n), taus)
-                    return stats.mean_test(total, max(valid, 1), mean, var, pair.gamma, alpha)
+            def run_once(seed: int, n: int, pair=pair, method=method, mean=mean, var=var, taus=taus):
+                total, valid, _ = _tau_sums(marginal_counts(kernel, ctx, pair, method, seed, n), taus)
+                return stats.mean_test(total, max(valid, 1), mean, var, pair.gamma, alpha)
 
-                n = _marginal_n(ctx, pair, method)
-                seeds = (
-                    ctx.child_seed("marginal_law", label, "first"),
-                    ctx.child_seed(self.name, label, "confirm"),
+            seeds = (
+                ctx.child_seed("marginal_law", label, "first"),
+                ctx.child_seed(self.name, label, "confirm"),
+            )
+            outcome = stats.confirm_rejection(run_once, n, seeds, alpha)
+            res = outcome.final
+            records.append(
+                _stat_record(
+                    outcome,
+                    alpha,
+                    name=f"E[tau] {label}",
+                    n=res.n,
+                    cells=pair.gamma + 1,
+                    statistic=res.statistic,
+                    p_value=res.p_value,
+                    detectable_tv=float(res.detectable_shift / pair.gamma),  # TV d moves E[tau] <= d * g
+                    observed=[res.sample_mean],
+                    expected=[res.exact_mean],
+                    labels=["E[tau]"],
                 )
-                outcome = stats.confirm_rejection(run_once, n, seeds, alpha)
-                res = outcome.final
-                records.append(
-                    _stat_record(
-                        outcome,
-                        alpha,
-                        name=f"E[tau] {label}",
-                        n=res.n,
-                        cells=pair.gamma + 1,
-                        statistic=res.statistic,
-                        p_value=res.p_value,
-                        detectable_tv=float(res.detectable_shift / pair.gamma),  # TV d moves E[tau] <= d * g
-                        observed=[res.sample_mean],
-                        expected=[res.exact_mean],
-                        labels=["E[tau]"],
+            )
+            if outcome.failed:
+                findings.append(
+                    Finding(
+                        cls="mean_rejected",
+                        first_field="num_emitted",
+                        message=(
+                            f"E[tau] {label}: sample mean {res.sample_mean:.4f} vs exact {mean:.4f} "
+                            f"(n = {res.n}, Bernstein p = {res.p_value:.3g}, alpha {alpha:.2g}; "
+                            f"detectable shift {res.detectable_shift:.3g}); confirmed with 4x fresh "
+                            "samples"
+                        ),
+                        case={"model_pair": pair.label, "method": method},
+                        evidence={
+                            "sample_mean": res.sample_mean,
+                            "exact_mean": mean,
+                            "variance": var,
+                            "n": res.n,
+                            "p_value": res.p_value,
+                            "alpha": alpha,
+                        },
+                        repro=_repro(ctx, self.name),
                     )
                 )
-                if outcome.failed:
-                    findings.append(
-                        Finding(
-                            cls="mean_rejected",
-                            first_field="num_emitted",
-                            message=(
-                                f"E[tau] {label}: sample mean {res.sample_mean:.4f} vs exact {mean:.4f} "
-                                f"(n = {res.n}, Bernstein p = {res.p_value:.3g}, alpha {alpha:.2g}; "
-                                f"detectable shift {res.detectable_shift:.3g}); confirmed with 4x fresh "
-                                "samples"
-                            ),
-                            case={"model_pair": pair.label, "method": method},
-                            evidence={
-                                "sample_mean": res.sample_mean,
-                                "exact_mean": mean,
-                                "variance": var,
-                                "n": res.n,
-                                "p_value": res.p_value,
-                                "alpha": alpha,
-                            },
-                            repro=_repro(ctx, self.name),
-                        )
-                    )
-        return _result(self.name, started, records, findings, len(records), suite=suite)
+        return _result(self.name, started, records, findings, len(records), plan.note, suite)
 
 
 class _DifferenceOutcome:
@@ -664,10 +755,10 @@ class BlockDominatesToken(_Statistical):
         started = time.perf_counter()
         alpha = assertion_alpha(ctx.profile)
         records, findings = [], []
-        skipped = too_slow(kernel, ctx, self.name, _marginal_total(ctx, ("token", "block")), started)
-        if skipped:
-            return skipped
-        pairs = _pairs(ctx)
+        plan = marginal_plan(kernel, ctx, self.name, started)
+        if isinstance(plan, PropertyResult):
+            return plan
+        pairs = [p for p in plan.pairs if all(plan.sizes.get((p.label, m)) for m in ("block", "token"))]
         suite = _Suite(ctx, self.name, len(pairs))
         for pair in suite.each(pairs):
             laws = {
@@ -676,7 +767,7 @@ class BlockDominatesToken(_Statistical):
             exact = {m: expected_accepted(laws[m], gamma=pair.gamma) for m in laws}
             var = {m: accepted_variance(laws[m], gamma=pair.gamma) for m in laws}
             taus = {m: marginal_law_vector(pair, m)[1] for m in laws}
-            n = {m: _marginal_n(ctx, pair, m) for m in laws}
+            n = {m: plan.sizes[pair.label, m] for m in laws}
 
             seeds = (
                 ctx.child_seed(self.name, pair.label, "first"),
@@ -732,7 +823,7 @@ class BlockDominatesToken(_Statistical):
                         repro=_repro(ctx, self.name),
                     )
                 )
-        return _result(self.name, started, records, findings, len(records), suite=suite)
+        return _result(self.name, started, records, findings, len(records), plan.note, suite)
 
 
 # -- first emitted token on large vocabularies -------------------------------------------------
@@ -790,7 +881,7 @@ class FirstTokenLaw(_Statistical):
             if (caps.point_mass_drafts if r.draft is None else caps.draft_logits)
         ]
         laws = [first_token_bins(r) for r in rows]
-        total = len(kernel.methods) * sum(samples_needed(ctx, int(np.count_nonzero(p > 0))) for _, p in laws)
+        keys = [(k, m) for k in range(len(rows)) for m in sorted(kernel.methods)]
 
         def probe() -> float:
             began = time.perf_counter()
@@ -798,12 +889,16 @@ class FirstTokenLaw(_Statistical):
             count_cells(kernel, batches, lambda o, b, a: o.num_emitted * 0, 1)
             return time.perf_counter() - began
 
-        skipped = too_slow(kernel, ctx, self.name, total, started, probe if rows else None)
-        if skipped:
-            return skipped
+        plan = sized_samples(kernel, ctx, self.name,
+                             [samples_needed(ctx, _positive_cells(laws[k][1])) for k, _ in keys],
+                             [f"{rows[k].label}/{m}" for k, m in keys], started, probe if rows else None)
+        if isinstance(plan, PropertyResult):
+            return plan
+        planned = [(k, m, n) for (k, m), n in zip(keys, plan.sizes, strict=True) if n]
         records, findings = [], []
-        suite = _Suite(ctx, self.name, len(rows) * len(kernel.methods))
-        for row, (bins, probs) in zip(rows, laws, strict=True):
+        suite = _Suite(ctx, self.name, len(planned))
+        for k, method, n in suite.each(planned):
+            row, (bins, probs) = rows[k], laws[k]
             num_bins = probs.size - 1
             labels = [f"bin {i}" for i in range(num_bins)] + ["p=0 tokens"]
             token_cell = torch.from_numpy(np.where(bins >= 0, bins, num_bins)).to(ctx.device)
@@ -813,22 +908,16 @@ class FirstTokenLaw(_Statistical):
                 first = out.output_token_ids.to(torch.int64)[:, 0].clamp(0, vocab - 1)
                 return torch.where(tau >= 0, token_cell[first], nb + 1)
 
-            for method in suite.each(sorted(kernel.methods)):
-                draw = lambda seed, n, row=row, method=method, cell_of=cell_of, nb=num_bins: count_cells(
-                    kernel, _first_token_batches(row, method, n, seed, ctx.device), cell_of, nb + 1
-                ).numpy()
-                record, finding = law_assertion(
-                    ctx,
-                    f"{row.label}/V={vocab}/{method}",
-                    draw,
-                    probs,
-                    labels,
-                    self.name,
-                    {"row": row.label, "vocab": vocab, "method": method},
-                )
-                records.append(record)
-                findings += [finding] if finding else []
-        return _result(self.name, started, records, findings, len(records), suite=suite)
+            draw = lambda seed, size, row=row, method=method, cell_of=cell_of, nb=num_bins: count_cells(
+                kernel, _first_token_batches(row, method, size, seed, ctx.device), cell_of, nb + 1
+            ).numpy()
+            record, finding = law_assertion(
+                ctx, f"{row.label}/V={vocab}/{method}", draw, probs, labels, self.name, n,
+                {"row": row.label, "vocab": vocab, "method": method},
+            )
+            records.append(record)
+            findings += [finding] if finding else []
+        return _result(self.name, started, records, findings, len(records), plan.note, suite)
 
 
 STATISTICAL_PROPERTIES = [

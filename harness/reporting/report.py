@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from harness.properties.base import PropertyResult, RunContext
+from harness.properties.statistical import TIME_SIZED
 
 SCHEMA = "specfuzz-report/1"
 
@@ -25,6 +26,19 @@ SCHEMA = "specfuzz-report/1"
 def family_wise_alpha(results: list[PropertyResult]) -> float:
     """The run's family-wise false-alarm bound over every statistical assertion it made."""
     return min(1.0, sum(float(s.alpha) for r in results for s in r.statistics))
+
+
+def statistical_reach(results: list[PropertyResult]) -> str:
+    """What the run's statistical assertions could see: the range of their detectable total
+    variation (power 0.999 at each one's alpha), and whether any property was time-sized to the
+    kernel's speed (harness/properties/statistical.py); "" when none was made."""
+    tvs = [s.detectable_tv for r in results for s in r.statistics]
+    if not tvs:
+        return ""
+    sized = [r.name for r in results if r.note.startswith(TIME_SIZED)]
+    how = f", {len(sized)} properties time-sized to the kernel's speed" if sized else ""
+    return (f"{len(tvs)} statistical assertions detect TV >= {min(tvs):.2g} to {max(tvs):.2g} "
+            f"(power 0.999){how}")
 
 
 def versions() -> dict[str, str]:
@@ -92,6 +106,7 @@ def build_report(
         "versions": versions(),
         "commit": git_commit(),
         "family_wise_alpha": family_wise_alpha(results),
+        "statistical_reach": statistical_reach(results),
         "properties": [r.to_json() for r in results],
         "coverage": ctx.extra.get("coverage", {}),
     }

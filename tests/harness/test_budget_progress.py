@@ -99,10 +99,11 @@ def test_a_statistical_property_stops_before_its_next_assertion(monkeypatch):
     # too slow for its share (not for the profile): skipped for budget, not "too slow"
     monkeypatch.setattr(statistical, "projected_seconds", lambda kernel, ctx, n: 5.0)
     ctx.extra["deadline"] = time.perf_counter() + 2.0
-    skipped = statistical.too_slow(None, ctx, "marginal_law", 1000, time.perf_counter())
+    skipped = statistical.sized_samples(None, ctx, "marginal_law", [1000], ["a"], time.perf_counter())
     assert skipped.verdict == SKIPPED and skipped.note.startswith(SKIPPED_FOR_BUDGET)
     del ctx.extra["deadline"]
-    assert statistical.too_slow(None, ctx, "marginal_law", 1000, time.perf_counter()) is None
+    plan = statistical.sized_samples(None, ctx, "marginal_law", [1000], ["a"], time.perf_counter())
+    assert plan.sizes == [1000] and not plan.note
 
 
 class _Terminal(io.StringIO):

@@ -2,7 +2,10 @@
 
 Default kernel: our Triton kernels (interpreted on CPU). Every property the kernel claims must pass;
 unclaimed ones, and statistical ones the profile cannot afford on this device (verdict ``skipped``),
-are skipped with the reason, never counted as passed.
+are skipped with the reason, never counted as passed. A kernel at the interpreter's speed (over
+``SUITE_SECONDS_PER_REQUEST`` in the statistical pilot) would run the statistical properties
+time-sized, ~35 s each (issue 44): the suite leaves that to ``python -m harness check`` (the main job, which
+runs them once; CI time) and skips them here with that reason.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import pytest
 from harness.properties import REGISTRY
 from harness.properties.base import NOT_CLAIMED, PASS, SKIPPED
 from harness.properties.case_property import CaseProperty
+from harness.properties.statistical import kernel_cost
 
 CASE_PROPERTIES = [name for name, prop in REGISTRY.items() if isinstance(prop, CaseProperty)]
 STATISTICAL_PROPERTIES = [name for name, prop in REGISTRY.items() if prop.layer == 4]
@@ -23,9 +27,17 @@ def test_kernel_under_test_holds(name, kernel_under_test, run_context):
     _assert_holds(name, kernel_under_test, run_context)
 
 
+SUITE_SECONDS_PER_REQUEST = 8e-3  # kernel_cost's own line between a fast kernel and the interpreter
+
+
 @pytest.mark.statistical
 @pytest.mark.parametrize("name", STATISTICAL_PROPERTIES)
 def test_kernel_under_test_has_the_exact_law(name, kernel_under_test, run_context):
+    if run_context.device.type != "cuda":
+        _, per_request = kernel_cost(kernel_under_test, run_context)
+        if per_request > SUITE_SECONDS_PER_REQUEST:
+            pytest.skip(f"{per_request * 1e3:.0f} ms per request: time-sized statistics run in "
+                        "`python -m harness check`, not in the suite")
     _assert_holds(name, kernel_under_test, run_context)
 
 

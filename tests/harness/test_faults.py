@@ -35,7 +35,7 @@ from harness.generation.cases import Case, build_batch
 from harness.plugins import REFERENCE_KERNEL_SPEC
 from harness.profiles import PROFILES
 from harness.properties.base import RunContext
-from harness.properties.case_property import foreground_repro
+from harness.properties.case_property import HUNG_SHAPES_KEY, foreground_repro, hang_shape
 
 REPO = Path(__file__).resolve().parents[2]
 FAULTS = {  # name -> (class, evidence key and value)
@@ -164,6 +164,9 @@ def test_check_reports_the_fault_as_a_finding_and_goes_on(name, tmp_path, capsys
     assert [p["name"] for p in props] == ["structural", "logit_shift"]
     assert props[0]["verdict"] == "fail" and props[1]["verdict"] in ("fail", "pass")  # the run went on
     _assert_fault(props[0]["failures"][0], name)
+    if FAULTS[name][0] == "hang":  # paid once per shape: logit_shift never hangs on structural's shape
+        shapes = [hang_shape(Case.from_dict(p["failures"][0]["case"])) for p in props if p["failures"]]
+        assert len(shapes) == len(set(shapes)), shapes
     print(capsys.readouterr().out[-600:])
 
 
@@ -242,3 +245,73 @@ def test_the_foreground_repro_really_crashes_and_supervision_is_what_saves_the_r
         [sys.executable, *argv[1:-1]], cwd=REPO, capture_output=True, text=True, timeout=300
     )
     assert supervised.returncode == 1 and "crash at verify" in supervised.stdout, supervised.stdout
+
+
+class SlowFirstCall(ReferenceKernel):
+    """Takes 2 s on every call with 2+ requests; with ``compiles`` it spends them inside Triton's
+    cache-miss and post-compile hooks, as a first launch on a GPU does (the worker reports them)."""
+
+    name = "slow-first-call"
+    compiles = False
+
+    def verify(self, batch):
+        import time
+
+        from triton import knobs
+
+        if batch.num_reqs >= 2:
+            if self.compiles:
+                knobs.runtime.jit_cache_hook(key="k", repr="r", fn=None, compile=None, is_manual_warmup=False,
+                                             already_compiled=False)
+            time.sleep(2.0)
+            if self.compiles:
+                knobs.runtime.jit_post_compile_hook(key="k", repr="r", fn=None, compile=None,
+                                                    is_manual_warmup=False, already_compiled=False)
+        return super().verify(batch)
+
+
+class CompilingFirstCall(SlowFirstCall):
+    compiles = True
+
+
+@pytest.mark.parametrize("compiles", [False, True])
+def test_only_a_compiling_call_gets_the_compile_limit_not_the_first_call_as_such(compiles):
+    """Issue 44: the run's first call got the 600 s compile allowance whether it compiled or not, so on
+    the CPU (nothing compiles under the interpreter) a hang there cost 10 minutes. Now a call that
+    does not compile is a hang at the call limit, first or not; one that compiles gets the compile
+    limit for its compiles."""
+    name = "CompilingFirstCall" if compiles else "SlowFirstCall"
+    profile = replace(PROFILES["ci"], call_time_limit_s=1.0, compile_time_limit_s=30.0)
+    supervised = supervise(ReferenceKernel(), f"tests.harness.test_faults:{name}", profile)
+    two = build_batch(
+        Case(vocab_size=8, draft_lens=[1, 0], temperatures=[1.0, 1.0], seeds=[3, 4], positions=[0, 0])
+    )
+    try:
+        if compiles:
+            assert supervised.verify(two).num_emitted.numel() == 2
+        else:
+            with pytest.raises(KernelFault) as fault:
+                supervised.verify(two)  # the first call of the run
+            assert fault.value.kind == "hang" and fault.value.evidence["time_limit_s"] == 1.0
+            assert fault.value.evidence["compiles"] == 0
+    finally:
+        supervised.close()
+
+
+def test_a_case_of_a_shape_that_hung_in_another_property_is_cut_without_a_call():
+    """Issue 44: a kernel that hangs on large batches made every property pay the time limit again.
+    A case whose shape hung in another property is now skipped (no kernel call); the property that
+    found the hang still runs such cases (it shrinks them)."""
+    from harness.properties import REGISTRY
+
+    class MustNotBeCalled(ReferenceKernel):
+        def verify(self, batch):
+            raise AssertionError("called")
+
+    case = Case(vocab_size=129, draft_lens=[1, 2], temperatures=[1.0, 1.0], seeds=[0, 2], positions=[0, 0])
+    hung = {HUNG_SHAPES_KEY: {hang_shape(case): "structural"}}
+    ctx = RunContext(PROFILES["ci"], torch.device("cpu"), 0, extra=hung)
+    cut = REGISTRY["logit_shift"].check_guarded(MustNotBeCalled(), case, ctx)
+    assert cut.skipped == "cut: a case of its shape hung in structural" and not cut.findings
+    again = REGISTRY["structural"].check_guarded(MustNotBeCalled(), case, ctx)
+    assert again.findings and again.findings[0].cls == "kernel_raised"  # its own hang's shape still runs

@@ -241,12 +241,12 @@ def test_stop_on_failure_ends_the_campaign_and_times_the_failure(tmp_path):
 
 
 def test_a_statistical_item_that_would_outlast_the_budget_is_skipped_not_run(tmp_path, monkeypatch):
-    """A statistical item gets the campaign's deadline: projected at 60 s of kernel time (inside the ci
-    profile's own 120 s) with a 5 s campaign budget, it must be skipped at once and say so; before
+    """A statistical item gets the campaign's deadline: projected at 30 s of kernel time (inside the ci
+    profile's own 30 s) with a 5 s campaign budget, it must be skipped at once and say so; before
     this it ran whole, far past the budget."""
     from harness.properties import statistical
 
-    monkeypatch.setattr(statistical, "projected_seconds", lambda *a, **k: 60.0)
+    monkeypatch.setattr(statistical, "projected_seconds", lambda *a, **k: 30.0)
     claimed, _ = select_properties(ReferenceKernel(), ["conditional_law"])
     c = campaign(ReferenceKernel(), REFERENCE, tmp_path, max_items=1)
     c.properties, c.budget_s = claimed, 5.0

@@ -13,6 +13,7 @@ from harness.profiles import PROFILES
 from harness.properties.base import FAIL, PASS, REGISTRY, SKIPPED, RunContext
 from harness.properties.statistical import (
     STATISTICAL_PROPERTIES,
+    TIME_SIZED_FLOOR,
     first_token_bins,
     marginal_law_vector,
     samples_needed,
@@ -118,22 +119,60 @@ def test_a_broken_kernel_fails_with_evidence_and_a_repro():
     assert "--only conditional_law" in finding.repro
 
 
-def test_a_kernel_too_slow_for_the_profile_is_reported_not_run():
-    class Slow:
-        name, methods = "slow", frozenset({"token"})
+class _PricedKernel:
+    """A fast kernel the statistical layer is told costs ``seconds`` per request (its pilot cache):
+    sizes as for Triton's CPU interpreter, verdicts in a second."""
 
-        def __init__(self):
-            self.inner = load_kernel(TORCH_EAGER)
+    def __init__(self, spec: str, ctx: RunContext, seconds: float):
+        self.inner = load_kernel(spec)
+        self.name, self.methods = self.inner.name, self.inner.methods
+        self.capabilities = self.inner.capabilities
+        ctx.extra["statistical_kernel_cost"] = {id(self): (0.0, seconds)}
 
-        def verify(self, batch):
-            return self.inner.verify(batch)
+    def verify(self, batch):
+        return self.inner.verify(batch)
 
-    ctx = _ctx(0)
-    ctx.extra["statistical_kernel_cost"] = {}
-    slow = Slow()
-    ctx.extra["statistical_kernel_cost"][id(slow)] = (0.0, 1.0)  # pretend: 1 s per request
+
+INTERPRETER_SECONDS = 0.2  # per request, our kernels under TRITON_INTERPRET on the 2-core CPU
+
+
+def _interpreter_priced(spec: str, seed: int = 0) -> tuple[_PricedKernel, RunContext]:
+    ctx = RunContext(PROFILES["ci"], CPU, seed, spec)  # the ci profile's own seconds per property
+    return _PricedKernel(spec, ctx, INTERPRETER_SECONDS), ctx
+
+
+def test_a_slow_kernel_runs_time_sized_and_states_its_detectable_tv():
+    """At the interpreter's speed the ci sizes (up to ~1e4 samples per assertion) would take hours:
+    the property runs time-sized instead of being skipped (it was skipped before issue 44), every
+    assertion at one power-of-two n, the ones the time cannot reach named, the TV it detects stated."""
+    kernel, ctx = _interpreter_priced(TORCH_EAGER)
+    result = REGISTRY["conditional_law"].run(kernel, ctx)
+    assert result.verdict == PASS and result.note.startswith("time-sized"), result.note
+    assert "assertions left out (" in result.note
+    assert {s.n for s in result.statistics} == {TIME_SIZED_FLOOR}
+    assert all(PROFILES["ci"].stat_tv < s.detectable_tv < 1 for s in result.statistics)
+    assert len(result.statistics) * TIME_SIZED_FLOOR * INTERPRETER_SECONDS <= 30.0
+
+
+def test_a_kernel_too_slow_for_one_time_sized_assertion_is_reported_not_run():
+    ctx = _ctx(0)  # 1800 s per property
+    slow = _PricedKernel(TORCH_EAGER, ctx, 30.0)  # 64 samples: 32 minutes
     result = REGISTRY["conditional_law"].run(slow, ctx)
     assert result.verdict == SKIPPED and "not run" in result.note and not result.statistics
+
+
+def test_the_cpu_main_job_catches_a_bug_only_statistics_see_at_interpreter_speed():
+    """``constant_accept_uniform`` (BUGS 20) passes every case property (bench/teeth.py); at the
+    interpreter's per-request cost the ci check now runs marginal_law time-sized, and the deepest
+    model pair's token law (TV ~0.65 from the exact one) is rejected there. Before issue 44 the
+    property was skipped at that speed and the run passed."""
+    spec = "harness.broken.constant_accept_uniform:kernel"
+    kernel, ctx = _interpreter_priced(spec)
+    result = REGISTRY["marginal_law"].run(kernel, ctx)
+    assert result.verdict == FAIL and result.note.startswith("time-sized"), result.note
+    assert result.failures[0].cls == "law_rejected"
+    correct, ctx = _interpreter_priced(TORCH_EAGER)
+    assert REGISTRY["marginal_law"].run(correct, ctx).verdict == PASS
 
 
 @pytest.mark.slow
@@ -176,8 +215,9 @@ def test_projection_counts_per_call_cost_by_batches():
 def test_a_probe_of_the_property_size_bounds_the_projection_off_a_gpu():
     """first_token_law at V = 262144 on a CPU: the pilot (4 x 8 logits) projected seconds and the
     property ran for many minutes. A probe of 16 requests of the property's own size now bounds the
-    projection off a GPU; on a GPU the probe does not run (its pilot cost is per call)."""
-    from harness.properties.statistical import too_slow
+    projection off a GPU (here it time-sizes the plan); on a GPU the probe does not run (its pilot
+    cost is per call)."""
+    from harness.properties.statistical import SamplePlan, sized_samples
 
     kernel, calls = object(), []
 
@@ -185,12 +225,14 @@ def test_a_probe_of_the_property_size_bounds_the_projection_off_a_gpu():
         calls.append(1)
         return 1.0  # 16 requests in 1 s
 
-    for device, skipped in (("cpu", True), ("cuda", False)):
+    for device, sized in (("cpu", True), ("cuda", False)):
         ctx = RunContext(PROFILES["ci"], torch.device(device), 1, extra={"stat_seconds_per_property": 30.0})
         ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 1e-6)}
-        assert too_slow(kernel, ctx, "first_token_law", 1000, 0.0) is None  # the pilot alone: 1 ms
-        result = too_slow(kernel, ctx, "first_token_law", 1000, 0.0, probe)
-        assert (result is not None and "~62s" in result.note) if skipped else result is None
+        pilot_only = sized_samples(kernel, ctx, "first_token_law", [1000], ["a"], 0.0)
+        assert pilot_only.sizes == [1000]  # the pilot alone: 1 ms
+        plan = sized_samples(kernel, ctx, "first_token_law", [1000], ["a"], 0.0, probe)
+        assert isinstance(plan, SamplePlan)
+        assert plan.sizes == ([256] if sized else [1000])  # 30 s at 1/16 s per request: 480 -> 256
     assert len(calls) == 1
 
 
@@ -232,3 +274,17 @@ def test_only_the_16bit_copies_catch_a_bug_in_16bit_logits():
     full = REGISTRY["conditional_law"].run(broken, _ctx(2, spec))
     assert full.verdict == FAIL
     assert full.failures and all("@bf16" in f.message or "@fp16" in f.message for f in full.failures)
+
+
+def test_the_verdict_line_and_report_say_which_tv_the_statistics_reached():
+    from harness.properties.base import PropertyResult, StatRecord
+    from harness.reporting.report import statistical_reach
+    from harness.runner import verdict_line
+
+    record = lambda tv: StatRecord("a", 64, 3, 0.0, 1.0, 2.5e-8, 0.999, tv)  # noqa: E731
+    sized = PropertyResult("conditional_law", 4, PASS, statistics=[record(0.58)], note="time-sized to ...")
+    results = [sized,
+               PropertyResult("marginal_law", 4, PASS, statistics=[record(0.61)])]
+    line = verdict_line(results, 0, False, 1.0, 0)
+    assert "2 statistical assertions detect TV >= 0.58 to 0.61" in line and "1 properties time-sized" in line
+    assert statistical_reach(results[1:]).endswith("(power 0.999)") and not statistical_reach([])
