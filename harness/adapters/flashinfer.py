@@ -53,7 +53,7 @@ from functools import cache
 
 import torch
 
-from harness.adapters.outside import chain_verifier, distribution_version
+from harness.adapters.outside import chain_verifier, distribution_version, require_cuda_release
 from harness.contract import VerifyBatch, VerifyOutput
 
 SUPPORTED_VERSIONS = ("0.7.4",)
@@ -104,16 +104,9 @@ def _import_sampling_module():
 @cache
 def _api() -> types.SimpleNamespace:
     """FlashInfer's functions this module calls, after the version and signature guard."""
-    found = installed_version()
-    if found is None:
-        raise FlashInferUnavailable(f"FlashInfer is not installed; install it with: {INSTALL_HINT}")
-    if found not in SUPPORTED_VERSIONS:
-        raise FlashInferUnavailable(
-            f"flashinfer-python {found} is installed; harness.adapters.flashinfer knows "
-            f"{', '.join(SUPPORTED_VERSIONS)} (its argument mapping is written for those signatures)"
-        )
-    if not torch.cuda.is_available():
-        raise FlashInferUnavailable("FlashInfer's kernels need a CUDA device")
+    found = require_cuda_release(installed_version(), DISTRIBUTION, SUPPORTED_VERSIONS,
+                                 "harness.adapters.flashinfer", INSTALL_HINT, FlashInferUnavailable,
+                                 "FlashInfer's kernels need a CUDA device")
     try:
         sampling = _import_sampling_module()
     except ImportError as exc:

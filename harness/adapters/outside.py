@@ -19,6 +19,24 @@ def distribution_version(name: str) -> str | None:
         return None
 
 
+def require_cuda_release(found: str | None, distribution: str, supported: tuple[str, ...], adapter: str,
+                         hint: str, unavailable: type[Exception], needs_cuda: str) -> str:
+    """``found`` (the installed version of ``distribution``) when it is one of ``supported`` and a CUDA
+    device is present; otherwise raises ``unavailable`` saying which is missing and how to install."""
+    import torch
+
+    if found is None:
+        raise unavailable(f"{distribution} is not installed; install it with: {hint}")
+    if found not in supported:
+        raise unavailable(
+            f"{distribution} {found} is installed; {adapter} knows {', '.join(supported)} "
+            "(its argument mapping is written for those signatures)"
+        )
+    if not torch.cuda.is_available():
+        raise unavailable(needs_cuda)
+    return found
+
+
 CUDA_CHAIN_VERIFIER = Capabilities(
     point_mass_drafts=True,
     greedy=True,

@@ -67,7 +67,7 @@ from pathlib import Path
 
 import torch
 
-from harness.adapters.outside import chain_verifier, distribution_version
+from harness.adapters.outside import chain_verifier, distribution_version, require_cuda_release
 from harness.contract import VerifyBatch, VerifyOutput
 
 SUPPORTED_VERSIONS = ("0.4.6",)
@@ -141,16 +141,9 @@ def _preload_cuda_libraries() -> list[str]:
 @cache
 def _ops() -> types.SimpleNamespace:
     """SGLang's registered ops, after the version, library and schema guards."""
-    found = installed_version()
-    if found is None:
-        raise SglangUnavailable(f"sglang-kernel is not installed; install it with: {INSTALL_HINT}")
-    if found not in SUPPORTED_VERSIONS:
-        raise SglangUnavailable(
-            f"sglang-kernel {found} is installed; harness.adapters.sglang knows "
-            f"{', '.join(SUPPORTED_VERSIONS)} (its argument mapping is written for those signatures)"
-        )
-    if not torch.cuda.is_available():
-        raise SglangUnavailable("SGLang's kernels need a CUDA device (its op library links libcuda)")
+    found = require_cuda_release(installed_version(), DISTRIBUTION, SUPPORTED_VERSIONS,
+                                 "harness.adapters.sglang", INSTALL_HINT, SglangUnavailable,
+                                 "SGLang's kernels need a CUDA device (its op library links libcuda)")
     path = _library_path()
     try:
         torch.ops.load_library(str(path))
