@@ -1,7 +1,11 @@
-"""A small mixed batch for the adapter mapping tests of the outside engines (FlashInfer, SGLang)."""
+"""What the adapter tests of the outside engines (FlashInfer, SGLang) share: a small mixed batch and
+the install guard's three answers."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
 import torch
 
 from harness.contract import VerifyBatch
@@ -25,3 +29,23 @@ def small_batch(
         seeds=torch.tensor([11, -12, 2**40], dtype=torch.int64),
         positions=torch.tensor([5, 9, 2**32 - 1], dtype=torch.int64),
     )
+
+
+def assert_install_guard(monkeypatch, adapter, cached, error, install: str, old: str, supported: str,
+                         available, batch: VerifyBatch) -> None:
+    """Not installed: ``error`` naming the ``install`` command; an ``old`` version: ``error`` naming the
+    ``supported`` one; the supported version without CUDA: ``available()`` says CUDA is missing."""
+    cached.cache_clear()
+    try:
+        monkeypatch.setattr(adapter, "installed_version", lambda: None)
+        with pytest.raises(error, match=install):
+            adapter.chain.verify(batch)
+        monkeypatch.setattr(adapter, "installed_version", lambda: old)
+        names = rf"{re.escape(old)} is installed.*knows {re.escape(supported)}"
+        with pytest.raises(error, match=names):
+            adapter.chain.verify(batch)
+        monkeypatch.setattr(adapter, "installed_version", lambda: supported)
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        assert "CUDA" in available()
+    finally:
+        cached.cache_clear()

@@ -13,7 +13,7 @@ import torch
 
 from harness.adapters import flashinfer as adapter
 from harness.contract import VerifyBatch
-from tests.harness.engine_batches import small_batch
+from tests.harness.engine_batches import assert_install_guard, small_batch
 
 
 class FakeSampling(types.ModuleType):
@@ -57,19 +57,9 @@ def _batch(**kwargs) -> VerifyBatch:
 
 
 def test_unavailable_errors_name_the_install(monkeypatch):
-    adapter._api.cache_clear()
-    try:
-        monkeypatch.setattr(adapter, "installed_version", lambda: None)
-        with pytest.raises(adapter.FlashInferUnavailable, match="pip install flashinfer-python==0.7.4"):
-            adapter.chain.verify(_batch())
-        monkeypatch.setattr(adapter, "installed_version", lambda: "0.6.1")
-        with pytest.raises(adapter.FlashInferUnavailable, match=r"0\.6\.1 is installed.*knows 0\.7\.4"):
-            adapter.chain.verify(_batch())
-        monkeypatch.setattr(adapter, "installed_version", lambda: "0.7.4")
-        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-        assert "CUDA" in adapter.flashinfer_available()
-    finally:
-        adapter._api.cache_clear()
+    assert_install_guard(monkeypatch, adapter, adapter._api, adapter.FlashInferUnavailable,
+                         "pip install flashinfer-python==0.7.4", "0.6.1", "0.7.4",
+                         adapter.flashinfer_available, _batch())
 
 
 def test_declared_domain():

@@ -12,7 +12,7 @@ import torch
 
 from harness.adapters import sglang as adapter
 from harness.contract import VerifyBatch
-from tests.harness.engine_batches import small_batch
+from tests.harness.engine_batches import assert_install_guard, small_batch
 
 
 def _walk_accepting_all(calls, name, bonus):
@@ -56,19 +56,9 @@ def _batch(**kwargs) -> VerifyBatch:
 
 
 def test_unavailable_errors_name_the_install(monkeypatch):
-    adapter._ops.cache_clear()
-    try:
-        monkeypatch.setattr(adapter, "installed_version", lambda: None)
-        with pytest.raises(adapter.SglangUnavailable, match="pip install sglang-kernel==0.4.6"):
-            adapter.chain.verify(_batch())
-        monkeypatch.setattr(adapter, "installed_version", lambda: "0.3.21")
-        with pytest.raises(adapter.SglangUnavailable, match=r"0\.3\.21 is installed.*knows 0\.4\.6"):
-            adapter.chain.verify(_batch())
-        monkeypatch.setattr(adapter, "installed_version", lambda: "0.4.6")
-        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-        assert "CUDA" in adapter.sglang_available()
-    finally:
-        adapter._ops.cache_clear()
+    assert_install_guard(monkeypatch, adapter, adapter._ops, adapter.SglangUnavailable,
+                         "pip install sglang-kernel==0.4.6", "0.3.21", "0.4.6", adapter.sglang_available,
+                         _batch())
 
 
 def test_declared_domain():
