@@ -22,6 +22,11 @@ INTERPRETING = select_triton_mode()
 
 import triton.language as tl  # noqa: E402  (only after the mode is chosen)
 
+if INTERPRETING:
+    from kernels import interpreter_patching  # noqa: E402
+
+    interpreter_patching.install()
+
 # For ``@triton.jit`` code: branches that use inline PTX or GPU-only features test this constexpr.
 COMPILED = tl.constexpr(not INTERPRETING)
 
