@@ -23,7 +23,10 @@ assertions get ``n`` scaled down to what that time affords at the kernel's measu
 two, the same for every assertion of the property, at least ``TIME_SIZED_FLOOR``), in the property's
 priority order; those the time cannot reach at the floor are left out and named in the note. The
 alpha is unchanged, so a weaker run detects only larger errors: each StatRecord's ``detectable_tv``
-says how large, and ``check``'s verdict line gives their range.
+says how large, and ``check``'s verdict line gives their range. In ``check`` with the ci profile
+(the CPU main job) a time-sized property's seconds are not the profile's fixed ones but its share of
+what the case properties left of ``CHECK_SECONDS`` (``_window_share``): a fast day buys more samples,
+a slow day fewer, and the run still ends near its bound.
 """
 
 from __future__ import annotations
@@ -82,6 +85,13 @@ FIRST_TOKEN_BINS = 32
 # rows, the least informative at that power) keep the CPU check of our kernels near 6 minutes.
 STAT_SECONDS_PER_PROPERTY = {"ci": 30.0, "dev": 600.0, "gpu": 300.0, "nightly": 3600.0}
 STAT_SECONDS_SHARE = {"marginal_law": 4 / 3, "first_token_law": 2 / 3}
+# The properties that spend kernel time, in run order (E[tau] and block >= token reuse marginal's draws).
+TIME_SPENDERS = ("conditional_law", "marginal_law", "first_token_law")
+# ``check`` of these profiles aims to end this many seconds after it starts (the CPU main job's
+# 6-minute bound, less a margin): ``ctx.extra[STATISTICS_END_KEY]`` holds that instant, and a
+# time-sized property's seconds are its share of what the case properties left (``sized_samples``).
+CHECK_SECONDS = {"ci": 300.0}
+STATISTICS_END_KEY = "statistics_end"
 # Fewest samples a time-sized assertion takes; assertions the time cannot give this many are left out.
 TIME_SIZED_FLOOR = 64
 SAMPLE_CAP_ENV = "SPECFUZZ_STAT_MAX_SAMPLES"
@@ -169,9 +179,10 @@ def sized_samples(
     time-sized (module docstring): every assertion takes ``min(want, n)`` with ``n`` the largest power
     of two the time affords per assertion; when that is below ``TIME_SIZED_FLOOR``, the first
     assertions that fit take the floor and the rest are left out; when not even one fits, the
-    property is skipped with the projection. ``check --budget``'s share (``ctx.extra[DEADLINE_KEY]``,
-    also a fuzz campaign's deadline) is a hard limit: a plan that does not fit it is "skipped for
-    budget", not shrunk."""
+    property is skipped with the projection. With ``ctx.extra[STATISTICS_END_KEY]`` set (``check``,
+    ci profile) the seconds are ``_window_share``'s instead. ``check --budget``'s share
+    (``ctx.extra[DEADLINE_KEY]``, also a fuzz campaign's deadline) is a hard limit: a plan that
+    does not fit it is "skipped for budget", not shrunk."""
     per_property = (ctx.extra.get("stat_seconds_per_property")
                     or STAT_SECONDS_PER_PROPERTY.get(ctx.profile.name, 600.0))
     budget = per_property * STAT_SECONDS_SHARE.get(name, 1.0)
@@ -179,6 +190,8 @@ def sized_samples(
     projected = projected_seconds(kernel, ctx, total)
     if probe is not None and ctx.device.type != "cuda" and total:
         projected = max(projected, total * probe() / PROBE_REQUESTS)
+    if ctx.extra.get(STATISTICS_END_KEY) is not None and total:
+        budget = _window_share(ctx, name, projected / total)
     plan = SamplePlan(list(wants))
     if projected > budget:
         per_request = projected / total
@@ -212,6 +225,17 @@ def sized_samples(
         return PropertyResult(name=name, layer=4, verdict=SKIPPED, seconds=time.perf_counter() - started,
                               note=note)
     return plan
+
+
+def _window_share(ctx: RunContext, name: str, per_request: float) -> float:
+    """Seconds for property ``name`` in a check that aims to end at ``ctx.extra[STATISTICS_END_KEY]``:
+    its share (``STAT_SECONDS_SHARE``) of the time left among the kernel-time properties still to run,
+    and never less than one assertion at ``TIME_SIZED_FLOOR`` (so a slow day runs every property
+    weaker instead of skipping one)."""
+    left = max(0.0, ctx.extra[STATISTICS_END_KEY] - time.perf_counter())
+    later = TIME_SPENDERS[TIME_SPENDERS.index(name):] if name in TIME_SPENDERS else (name,)
+    shares = sum(STAT_SECONDS_SHARE.get(n, 1.0) for n in later)
+    return max(left * STAT_SECONDS_SHARE.get(name, 1.0) / shares, TIME_SIZED_FLOOR * per_request)
 
 
 def _positive_cells(law: np.ndarray) -> int:
@@ -628,8 +652,14 @@ def marginal_plan(
 
     cache = ctx.extra.setdefault("statistical_marginal_probe", {})  # one probe for the three properties
     timed = lambda: cache[id(kernel)] if id(kernel) in cache else cache.setdefault(id(kernel), probe())  # noqa: E731
-    plan = sized_samples(kernel, ctx, "marginal_law", [_marginal_n(ctx, p, m) for p, m in keys],
-                         [f"{p.label}/{m}" for p, m in keys], started, timed)
+    # One plan for the three: with check's window the seconds left differ when each asks, and E[tau]
+    # and block >= token must reuse marginal's draws, not draw fewer of their own.
+    plans = ctx.extra.setdefault("statistical_marginal_plan", {})
+    plan = plans.get(id(kernel))
+    if plan is None or isinstance(plan, PropertyResult):
+        plan = sized_samples(kernel, ctx, "marginal_law", [_marginal_n(ctx, p, m) for p, m in keys],
+                             [f"{p.label}/{m}" for p, m in keys], started, timed)
+        plans[id(kernel)] = plan
     if isinstance(plan, PropertyResult):
         plan.name = name
         return plan

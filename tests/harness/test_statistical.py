@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from bench.cpu_statistics_teeth import PricedKernel  # told a price per request: sizes as slow kernels get
 from harness.contract import VerifyOutput
 from harness.plugins import load_kernel
 from harness.profiles import PROFILES
@@ -119,26 +120,12 @@ def test_a_broken_kernel_fails_with_evidence_and_a_repro():
     assert "--only conditional_law" in finding.repro
 
 
-class _PricedKernel:
-    """A fast kernel the statistical layer is told costs ``seconds`` per request (its pilot cache):
-    sizes as for Triton's CPU interpreter, verdicts in a second."""
-
-    def __init__(self, spec: str, ctx: RunContext, seconds: float):
-        self.inner = load_kernel(spec)
-        self.name, self.methods = self.inner.name, self.inner.methods
-        self.capabilities = self.inner.capabilities
-        ctx.extra["statistical_kernel_cost"] = {id(self): (0.0, seconds)}
-
-    def verify(self, batch):
-        return self.inner.verify(batch)
-
-
 INTERPRETER_SECONDS = 0.2  # per request, our kernels under TRITON_INTERPRET on the 2-core CPU
 
 
-def _interpreter_priced(spec: str, seed: int = 0) -> tuple[_PricedKernel, RunContext]:
+def _interpreter_priced(spec: str, seed: int = 0) -> tuple[PricedKernel, RunContext]:
     ctx = RunContext(PROFILES["ci"], CPU, seed, spec)  # the ci profile's own seconds per property
-    return _PricedKernel(spec, ctx, INTERPRETER_SECONDS), ctx
+    return PricedKernel(spec, ctx, INTERPRETER_SECONDS), ctx
 
 
 def test_a_slow_kernel_runs_time_sized_and_states_its_detectable_tv():
@@ -156,7 +143,7 @@ def test_a_slow_kernel_runs_time_sized_and_states_its_detectable_tv():
 
 def test_a_kernel_too_slow_for_one_time_sized_assertion_is_reported_not_run():
     ctx = _ctx(0)  # 1800 s per property
-    slow = _PricedKernel(TORCH_EAGER, ctx, 30.0)  # 64 samples: 32 minutes
+    slow = PricedKernel(TORCH_EAGER, ctx, 30.0)  # 64 samples: 32 minutes
     result = REGISTRY["conditional_law"].run(slow, ctx)
     assert result.verdict == SKIPPED and "not run" in result.note and not result.statistics
 
@@ -234,6 +221,34 @@ def test_a_probe_of_the_property_size_bounds_the_projection_off_a_gpu():
         assert isinstance(plan, SamplePlan)
         assert plan.sizes == ([256] if sized else [1000])  # 30 s at 1/16 s per request: 480 -> 256
     assert len(calls) == 1
+
+
+def test_check_window_gives_time_sized_properties_what_the_case_properties_left():
+    """``check`` (ci) sets the instant it aims to end by; a time-sized property then takes its share of
+    what is left among the kernel-time properties still to run (conditional 1, marginal 4/3,
+    first-token 2/3), more than the profile's fixed seconds on a fast day, less on a slow one, and
+    never less than one assertion at the floor."""
+    import time
+
+    from harness.properties.statistical import STATISTICS_END_KEY, sized_samples
+
+    kernel = object()
+    wants, labels = [4096] * 4, ["a", "b", "c", "d"]
+
+    def plan(name, seconds_left):
+        ctx = RunContext(PROFILES["ci"], CPU, 1)
+        ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 0.1)}
+        ctx.extra[STATISTICS_END_KEY] = time.perf_counter() + seconds_left
+        return sized_samples(kernel, ctx, name, wants, labels, 0.0).sizes
+
+    assert plan("conditional_law", 0.0) == [TIME_SIZED_FLOOR, 0, 0, 0]  # nothing left: one at the floor
+    ctx = RunContext(PROFILES["ci"], CPU, 1)  # no window: the profile's 30 s, 300 samples
+    ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 0.1)}
+    fixed = sized_samples(kernel, ctx, "conditional_law", wants, labels, 0.0).sizes
+    assert fixed == [64, 64, 64, 64]
+    assert plan("conditional_law", 300.0) == [128] * 4  # 100 s of 300: 1000 samples, 250 each
+    assert plan("first_token_law", 60.0) == [128] * 4  # the last spender takes all that is left
+    assert plan("marginal_law", 90.0) == [128] * 4  # 4/3 of 2: 60 s, 600 samples
 
 
 def test_sixteen_bit_copies_hold_exact_16bit_values_and_leave_the_float32_cases_alone():
