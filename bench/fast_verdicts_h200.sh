@@ -7,6 +7,9 @@
 # order on one machine: a later stage reads the cache an earlier one filled):
 #   check-cold    empty cache: `check --profile gpu --seed 1 --prewarm` (targets: <= 3 min cold)
 #   check-warm    the same cache, no prewarm (target: <= 60 s warm)
+#   keycheck      empty cache: bench/prewarm_keycheck.py on structural, law_consequences and
+#                 coupled_exactness (KEYCHECK_ONLY): Triton's own keys a real launch adds after the
+#                 prewarm's warmups, each beside the closest prewarmed key
 #   check-seed2   the same cache, another seed (SEED2, drawn when unset), no prewarm: a second verdict
 #   breakdown     bench/check_breakdown.py on that warm cache: per property kernel / build / oracle /
 #                 other seconds, loads, keys (JSON with every key)
@@ -52,6 +55,10 @@ for s in $stages; do
     check-warm)
       TRITON_CACHE_DIR=$base/check stage check-warm python -m harness check --profile gpu --device cuda \
         --seed $seed --report "$out/check-warm" ;;
+    keycheck)
+      fresh "$base/keycheck"
+      TRITON_CACHE_DIR=$base/keycheck stage keycheck python bench/prewarm_keycheck.py --seed $seed \
+        --only ${KEYCHECK_ONLY:-structural law_consequences coupled_exactness} ;;
     check-seed2)
       TRITON_CACHE_DIR=$base/check stage check-seed2 python -m harness check --profile gpu --device cuda \
         --seed $seed2 --report "$out/check-seed2" ;;
