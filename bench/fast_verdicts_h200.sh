@@ -20,6 +20,7 @@
 #   pytest-cold   empty cache: `pytest -n auto` (16 workers; conftest prewarms) (target: <= 5 min)
 #   pytest-warm   the same cache (target: <= 2 min)
 #   outside       empty cache: the outside-kernel check (vLLM's MRV2, if vllm imports) (<= 3 min cold)
+# pytest stages run -v so that a stage cut by its limit still names each failed test in its log.
 # STAGE_LIMIT=S caps each stage (default 570 s). Every stage writes OUT/<stage>.log and appends "<stage> <exit> <seconds>" to OUT/timings.txt.
 set -u
 out=${1:?usage: bash bench/fast_verdicts_h200.sh OUT [STAGE ...]}
@@ -91,9 +92,9 @@ EOF
         --device cuda --seed $seed --only structural coupled_exactness --json "$out/breakdown-cold.json" ;;
     pytest-cold)
       fresh "$base/pytest"
-      TRITON_CACHE_DIR=$base/pytest stage pytest-cold python -m pytest -n auto -q -p no:cacheprovider ;;
+      TRITON_CACHE_DIR=$base/pytest stage pytest-cold python -m pytest -n auto -v -p no:cacheprovider ;;
     pytest-warm)
-      TRITON_CACHE_DIR=$base/pytest stage pytest-warm python -m pytest -n auto -q -p no:cacheprovider ;;
+      TRITON_CACHE_DIR=$base/pytest stage pytest-warm python -m pytest -n auto -v -p no:cacheprovider ;;
     outside)
       fresh "$base/outside"
       if python -c "import vllm" 2>/dev/null; then

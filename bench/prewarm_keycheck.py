@@ -2,8 +2,9 @@
 
     python bench/prewarm_keycheck.py --seed S [--only NAME ...] [--profile gpu] [--jobs N]
 
-In one process: plan the keys a check of our kernels makes for ``--only`` (harness/compiles/prewarm.py
-``planned_keys``), ``warmup`` each of them here, note the keys Triton's in-memory caches then hold,
+Plan the keys a check of our kernels makes for ``--only`` (harness/compiles/prewarm.py
+``planned_keys``) and compile them in ``--jobs`` processes as the prewarm does; then, in this process,
+``warmup`` each of them (loads from the on-disk cache), note the keys Triton's in-memory caches then hold,
 run the same properties for real, and print every Triton key the real launches added: a key the
 prewarm should have built. Each is printed next to the closest prewarmed key of that kernel with
 the characters that differ, which names the specialisation field (or launch option) the prewarm's
@@ -49,7 +50,7 @@ def differing(a: str, b: str) -> str:
 def main() -> int:
     import torch
 
-    from harness.compiles.prewarm import jit_function, planned_keys, warmup_kwargs
+    from harness.compiles.prewarm import compile_keys, jit_function, planned_keys, warmup_kwargs
     from harness.plugins import load_kernel
     from harness.profiles import PROFILES
     from harness.properties.base import RunContext
@@ -66,6 +67,13 @@ def main() -> int:
     t0 = time.perf_counter()
     planned = planned_keys(args.profile, args.seed, "cuda", args.jobs, args.only)
     t_plan = time.perf_counter() - t0
+    print(f"{len(planned)} keys planned in {t_plan:.1f}s", flush=True)
+    # Compiled in parallel into the on-disk cache first (a serial compile of ~200 keys here took over
+    # 200 s on the H100), so the warmups below only load them into this process's in-memory caches.
+    compiled, errors = compile_keys(planned, args.jobs)
+    print(f"{compiled} compiled in parallel in {time.perf_counter() - t0 - t_plan:.1f}s, "
+          f"{len(errors)} failed {errors[:2]}", flush=True)
+    t_plan = time.perf_counter() - t0
     functions, failed = {}, []
     for kernel, key in sorted(planned):
         fn = jit_function(kernel)
@@ -76,8 +84,9 @@ def main() -> int:
             failed.append(f"{kernel}: {type(exc).__name__}: {exc}"[:300])
     t_warm = time.perf_counter() - t0 - t_plan
     warmed = triton_keys(functions)
-    print(f"{len(planned)} planned keys ({t_plan:.1f}s), warmed up here in {t_warm:.1f}s, "
-          f"{sum(map(len, warmed.values()))} Triton keys; {len(failed)} warmups failed {failed[:3]}")
+    print(f"{len(planned)} keys planned and compiled in {t_plan:.1f}s, warmed up here in {t_warm:.1f}s, "
+          f"{sum(map(len, warmed.values()))} Triton keys; {len(failed)} warmups failed {failed[:3]}",
+          flush=True)
 
     ctx = RunContext(profile=PROFILES[args.profile], device=torch.device("cuda"), seed=args.seed,
                      kernel_spec="harness.adapters.triton_kernels:kernel")
@@ -85,7 +94,8 @@ def main() -> int:
     t1 = time.perf_counter()
     for prop in select_properties(args.only):
         (res,) = run_properties(kernel, ctx, [prop], allow_subprocess=False)
-        print(f"{prop.name}: {res.verdict}, {res.cases} cases, {time.perf_counter() - t1:.1f}s so far")
+        print(f"{prop.name}: {res.verdict}, {res.cases} cases, {time.perf_counter() - t1:.1f}s so far",
+              flush=True)
     # kernels the run launched that no planned key named
     import kernels
     from harness.compiles.keys import kernel_name  # noqa: F401  (same naming as the planner)
