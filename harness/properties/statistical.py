@@ -18,7 +18,7 @@ actually detectable at the ``n`` used. A rejection is confirmed once with fresh 
 samples; an observation in a cell of exact probability 0 fails at once.
 
 Time-sized runs (``sized_samples``): a kernel too slow for those sizes within the profile's seconds
-per property (Triton's CPU interpreter: ~0.15 s per request on a 2-core machine) is not skipped; its
+per property (Triton's CPU interpreter: 0.08-0.14 s per request on a 2-core machine) is not skipped; its
 assertions get ``n`` scaled down to what that time affords at the kernel's measured cost (a power of
 two, the same for every assertion of the property, at least ``TIME_SIZED_FLOOR``), in the property's
 priority order; those the time cannot reach at the floor are left out and named in the note. The
@@ -77,12 +77,13 @@ from reference.laws import accepted_variance, conditional_law, expected_accepted
 
 MIN_SAMPLES = 256
 FIRST_TOKEN_BINS = 32
-# Kernel time one statistical property may spend per profile, times its share below. A kernel too
-# slow to reach the profile's sample sizes within it (Triton's CPU interpreter: 0.2-0.3 s per
-# request) runs time-sized (``sized_samples``): fewer samples, a larger detectable TV, stated per
-# assertion. ci on the interpreter: conditional 30 s, marginal 40 s (its draws also serve E[tau] and
-# block >= token, which needs a model pair's two methods: 2 x 64 requests), first-token 20 s (V = 300
-# rows, the least informative at that power) keep the CPU check of our kernels near 6 minutes.
+# Kernel time one statistical property may spend per profile, times its share below (outside
+# ``check``'s window, CHECK_SECONDS: tests, benches, campaigns). A kernel too slow to reach the
+# profile's sample sizes within it (Triton's CPU interpreter: 0.08-0.14 s per request) runs
+# time-sized (``sized_samples``): fewer samples, a larger detectable TV, stated per assertion. ci:
+# conditional 30 s, marginal 40 s (its draws also serve E[tau] and block >= token, which needs a
+# model pair's two methods: 2 x 64 requests), first-token 20 s (V = 300 rows, the least informative
+# at that power).
 STAT_SECONDS_PER_PROPERTY = {"ci": 30.0, "dev": 600.0, "gpu": 300.0, "nightly": 3600.0}
 STAT_SECONDS_SHARE = {"marginal_law": 4 / 3, "first_token_law": 2 / 3}
 # The properties that spend kernel time, in run order (E[tau] and block >= token reuse marginal's draws).
