@@ -96,13 +96,14 @@ def main() -> int:
         (res,) = run_properties(kernel, ctx, [prop], allow_subprocess=False)
         print(f"{prop.name}: {res.verdict}, {res.cases} cases, {time.perf_counter() - t1:.1f}s so far",
               flush=True)
-    # kernels the run launched that no planned key named
-    import kernels
-    from harness.compiles.keys import kernel_name  # noqa: F401  (same naming as the planner)
+    # kernels the run launched that no planned key named: every JIT function of the kernels package
+    import importlib
+    import pkgutil
 
-    for module_name in ("decide", "fused_decide", "residual_mass", "residual_sample", "row_stats",
-                        "validation", "randomness", "chunking", "deep_tails"):
-        module = getattr(kernels, module_name, None) or __import__(f"kernels.{module_name}", fromlist=["x"])
+    import kernels
+
+    for info in pkgutil.iter_modules(kernels.__path__):
+        module = importlib.import_module(f"kernels.{info.name}")
         for attr in dir(module):
             fn = getattr(getattr(module, attr), "fn", getattr(module, attr))
             if hasattr(fn, "device_caches") and attr not in functions:
