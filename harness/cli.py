@@ -111,8 +111,8 @@ def run_check(args: argparse.Namespace) -> int:
     from harness.execution.supervisor import close, profile_with_limits, supervise
     from harness.plugins import PluginError, load_kernel
     from harness.profiles import PROFILES, active_profile_name
-    from harness.properties.base import ERROR, PropertyResult, RunContext
-    from harness.properties.statistical import CHECK_SECONDS, STATISTICS_END_KEY
+    from harness.properties.base import ERROR, PropertyResult, RunContext, unclaimed_result
+    from harness.properties.statistical import CHECK_SECONDS, SPENDERS_KEY, STATISTICS_END_KEY, TIME_SPENDERS
     from harness.reporting.report import build_report, family_wise_alpha, summary_table, write_report
     from harness.runner import (
         Interrupted,
@@ -200,6 +200,8 @@ def run_check(args: argparse.Namespace) -> int:
     started, t0 = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
     if budget_s is None and profile.name in CHECK_SECONDS:  # time-sized statistics fill the rest
         ctx.extra[STATISTICS_END_KEY] = t0 + CHECK_SECONDS[profile.name]
+        ctx.extra[SPENDERS_KEY] = {p.name for p in properties if p.name in TIME_SPENDERS
+                                   and unclaimed_result(p, kernel) is None}
     if args.prewarm and device.type == "cuda":
         from harness.compiles.prewarm import prewarm
 

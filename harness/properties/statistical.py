@@ -93,6 +93,7 @@ TIME_SPENDERS = ("conditional_law", "marginal_law", "first_token_law")
 # time-sized property's seconds are its share of what the case properties left (``sized_samples``).
 CHECK_SECONDS = {"ci": 300.0}
 STATISTICS_END_KEY = "statistics_end"
+SPENDERS_KEY = "statistics_spenders"  # the TIME_SPENDERS a check runs (selected and claimed)
 # Fewest samples a time-sized assertion takes; assertions the time cannot give this many are left out.
 TIME_SIZED_FLOOR = 64
 SAMPLE_CAP_ENV = "SPECFUZZ_STAT_MAX_SAMPLES"
@@ -192,7 +193,7 @@ def sized_samples(
     if probe is not None and ctx.device.type != "cuda" and total:
         projected = max(projected, total * probe() / PROBE_REQUESTS)
     if ctx.extra.get(STATISTICS_END_KEY) is not None and total:
-        budget = _window_share(ctx, name, projected / total)
+        budget = _window_share(ctx, name, projected / total, budget)
     plan = SamplePlan(list(wants))
     if projected > budget:
         per_request = projected / total
@@ -228,15 +229,19 @@ def sized_samples(
     return plan
 
 
-def _window_share(ctx: RunContext, name: str, per_request: float) -> float:
+def _window_share(ctx: RunContext, name: str, per_request: float, fixed: float) -> float:
     """Seconds for property ``name`` in a check that aims to end at ``ctx.extra[STATISTICS_END_KEY]``:
-    its share (``STAT_SECONDS_SHARE``) of the time left among the kernel-time properties still to run,
-    and never less than one assertion at ``TIME_SIZED_FLOOR`` (so a slow day runs every property
-    weaker instead of skipping one)."""
+    its share (``STAT_SECONDS_SHARE``) of the time left among the kernel-time properties of this run
+    still to come (``ctx.extra[SPENDERS_KEY]``: those ``check`` selected and the kernel claims; all
+    of ``TIME_SPENDERS`` when unset). At least one assertion at ``TIME_SIZED_FLOOR`` where that fits
+    the profile's ``fixed`` seconds, so a slow day runs every property weaker instead of skipping one;
+    a kernel too slow even for that keeps ``fixed`` and is reported "not run" (``sized_samples``)."""
     left = max(0.0, ctx.extra[STATISTICS_END_KEY] - time.perf_counter())
-    later = TIME_SPENDERS[TIME_SPENDERS.index(name):] if name in TIME_SPENDERS else (name,)
-    shares = sum(STAT_SECONDS_SHARE.get(n, 1.0) for n in later)
-    return max(left * STAT_SECONDS_SHARE.get(name, 1.0) / shares, TIME_SIZED_FLOOR * per_request)
+    spenders = [n for n in TIME_SPENDERS if n in ctx.extra.get(SPENDERS_KEY, TIME_SPENDERS)]
+    later = spenders[spenders.index(name):] if name in spenders else [name]
+    share = left * STAT_SECONDS_SHARE.get(name, 1.0) / sum(STAT_SECONDS_SHARE.get(n, 1.0) for n in later)
+    floor = TIME_SIZED_FLOOR * per_request
+    return max(share, floor) if floor <= fixed else min(share, fixed)
 
 
 def _positive_cells(law: np.ndarray) -> int:

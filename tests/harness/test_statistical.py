@@ -225,30 +225,52 @@ def test_a_probe_of_the_property_size_bounds_the_projection_off_a_gpu():
 
 def test_check_window_gives_time_sized_properties_what_the_case_properties_left():
     """``check`` (ci) sets the instant it aims to end by; a time-sized property then takes its share of
-    what is left among the kernel-time properties still to run (conditional 1, marginal 4/3,
-    first-token 2/3), more than the profile's fixed seconds on a fast day, less on a slow one, and
-    never less than one assertion at the floor."""
+    what is left among the kernel-time properties of the run still to come (conditional 1, marginal
+    4/3, first-token 2/3), more than the profile's fixed seconds on a fast day, less on a slow one,
+    never less than one assertion at the floor, and a kernel too slow even for that is "not run"."""
     import time
 
-    from harness.properties.statistical import STATISTICS_END_KEY, sized_samples
+    from harness.properties.statistical import SPENDERS_KEY, STATISTICS_END_KEY, sized_samples
 
     kernel = object()
     wants, labels = [4096] * 4, ["a", "b", "c", "d"]
 
-    def plan(name, seconds_left):
+    def plan(name, seconds_left, price=0.1, spenders=None):
         ctx = RunContext(PROFILES["ci"], CPU, 1)
-        ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 0.1)}
+        ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, price)}
         ctx.extra[STATISTICS_END_KEY] = time.perf_counter() + seconds_left
-        return sized_samples(kernel, ctx, name, wants, labels, 0.0).sizes
+        if spenders is not None:
+            ctx.extra[SPENDERS_KEY] = spenders
+        return sized_samples(kernel, ctx, name, wants, labels, 0.0)
 
-    assert plan("conditional_law", 0.0) == [TIME_SIZED_FLOOR, 0, 0, 0]  # nothing left: one at the floor
+    assert plan("conditional_law", 0.0).sizes == [TIME_SIZED_FLOOR, 0, 0, 0]  # nothing left: the floor
     ctx = RunContext(PROFILES["ci"], CPU, 1)  # no window: the profile's 30 s, 300 samples
     ctx.extra["statistical_kernel_cost"] = {id(kernel): (0.0, 0.1)}
-    fixed = sized_samples(kernel, ctx, "conditional_law", wants, labels, 0.0).sizes
-    assert fixed == [64, 64, 64, 64]
-    assert plan("conditional_law", 300.0) == [128] * 4  # 100 s of 300: 1000 samples, 250 each
-    assert plan("first_token_law", 60.0) == [128] * 4  # the last spender takes all that is left
-    assert plan("marginal_law", 90.0) == [128] * 4  # 4/3 of 2: 60 s, 600 samples
+    assert sized_samples(kernel, ctx, "conditional_law", wants, labels, 0.0).sizes == [64, 64, 64, 64]
+    assert plan("conditional_law", 300.0).sizes == [128] * 4  # 100 s of 300: 1000 samples, 250 each
+    assert plan("first_token_law", 60.0).sizes == [128] * 4  # the last spender takes all that is left
+    assert plan("marginal_law", 90.0).sizes == [128] * 4  # 4/3 of 2: 60 s, 600 samples
+    # alone in the run (check --only conditional_law): all that is left
+    assert plan("conditional_law", 300.0, spenders={"conditional_law"}).sizes == [512] * 4
+    slow = plan("conditional_law", 300.0, price=30.0)  # 64 samples: 32 minutes
+    assert slow.verdict == SKIPPED and "not run" in slow.note
+
+
+def test_e_tau_and_block_dominance_reuse_marginals_plan_whatever_time_is_left():
+    """With check's window the time left shrinks between marginal_law and the two properties that
+    reuse its draws: they keep marginal's plan (without it, block >= token once drew its own and was
+    skipped)."""
+    import time
+
+    from harness.properties.statistical import STATISTICS_END_KEY
+
+    kernel, ctx = _interpreter_priced(TORCH_EAGER)
+    ctx.extra[STATISTICS_END_KEY] = time.perf_counter() + 200.0
+    marginal = REGISTRY["marginal_law"].run(kernel, ctx)
+    ctx.extra[STATISTICS_END_KEY] = time.perf_counter()  # nothing left
+    for name in ("expected_accepted", "block_dominates_token"):
+        result = REGISTRY[name].run(kernel, ctx)
+        assert result.verdict == PASS and result.note == marginal.note, (name, result.note)
 
 
 def test_sixteen_bit_copies_hold_exact_16bit_values_and_leave_the_float32_cases_alone():
