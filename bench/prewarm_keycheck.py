@@ -96,18 +96,11 @@ def main() -> int:
         (res,) = run_properties(kernel, ctx, [prop], allow_subprocess=False)
         print(f"{prop.name}: {res.verdict}, {res.cases} cases, {time.perf_counter() - t1:.1f}s so far",
               flush=True)
-    # kernels the run launched that no planned key named: every JIT function of the kernels package
-    import importlib
-    import pkgutil
+    # kernels the run launched that no planned key named
+    from kernels.function_hashes import launched_kernels
 
-    import kernels
-
-    for info in pkgutil.iter_modules(kernels.__path__):
-        module = importlib.import_module(f"kernels.{info.name}")
-        for attr in dir(module):
-            fn = getattr(getattr(module, attr), "fn", getattr(module, attr))
-            if hasattr(fn, "device_caches") and attr not in functions:
-                functions[attr] = fn
+    for name, fn in launched_kernels().items():
+        functions.setdefault(name.rsplit(".", 1)[-1], fn)
     after = triton_keys(functions)
     missing = {n: after[n] - warmed.get(n, set()) for n in after if after[n] - warmed.get(n, set())}
     unused = sum(len(warmed[n] - after.get(n, set())) for n in warmed)

@@ -17,3 +17,8 @@ from kernels.validation import MAX_DRAFT_TOKENS
 
 __all__ = ["rejection_sample", "random_draws", "capture_verify", "CapturedVerify", "release_workspaces",
            "MAX_DRAFT_TOKENS"]
+
+if not _device.INTERPRETING:
+    from kernels import function_hashes
+
+    function_hashes.settle()  # the same Triton function hashes in every process (issue 49)
