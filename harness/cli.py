@@ -88,9 +88,10 @@ def add_check_cli(subparsers) -> None:
     )
     p.add_argument(
         "--prewarm",
-        action="store_true",
-        help="GPU: first compile every Triton specialisation the run will launch, in parallel "
-        "(harness/compiles/prewarm.py; our kernels only)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="first compile every Triton specialisation the run will launch, in parallel "
+        "(harness/compiles/prewarm.py); default: on for our kernels on a GPU, where it pays",
     )
     add_supervision_args(p)
     p.add_argument(
@@ -202,7 +203,9 @@ def run_check(args: argparse.Namespace) -> int:
         ctx.extra[STATISTICS_END_KEY] = t0 + CHECK_SECONDS[profile.name]
         ctx.extra[SPENDERS_KEY] = {p.name for p in properties if p.name in TIME_SPENDERS
                                    and unclaimed_result(p, kernel) is None}
-    if args.prewarm and device.type == "cuda":
+    from harness.compiles.prewarm import OUR_KERNELS
+
+    if device.type == "cuda" and (args.prewarm or (args.prewarm is None and args.kernel == OUR_KERNELS)):
         from harness.compiles.prewarm import prewarm
 
         prewarm(profile.name, seed, device="cuda", kernel_spec=args.kernel, say=say,

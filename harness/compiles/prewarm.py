@@ -97,9 +97,10 @@ def _compile_some(records: list) -> tuple[int, list[str]]:
     return done, errors
 
 
-def _plan_one(args: tuple) -> list:
-    """In a worker: the keys one property of a planned check launches (those planned before a
-    property fails to plan: a harness error there must not stop the prewarm)."""
+def _plan_one(args: tuple) -> tuple[str, float, list]:
+    """In a worker: ``(property, seconds, keys)``, the keys one property of a planned check launches
+    (those planned before a property fails to plan: a harness error there must not stop the
+    prewarm)."""
     kernel_spec, profile_name, max_examples, seed, device, name = args
     import dataclasses
 
@@ -116,6 +117,7 @@ def _plan_one(args: tuple) -> list:
         profile = dataclasses.replace(profile, max_examples=max_examples)
     ctx = RunContext(profile, torch.device(device), seed, kernel_spec)
     ctx.extra.update(sized_for=GPU_DEVICE_TYPE, stat_seconds_per_property=float("inf"))
+    started = time.perf_counter()
     with gpu_planning() as log:
         kernel = PlannedKernel(load_kernel(kernel_spec))
         try:
@@ -123,7 +125,7 @@ def _plan_one(args: tuple) -> list:
                 REGISTRY[name].run(kernel, ctx)
         except Exception:  # noqa: BLE001 -- what was planned so far is still worth compiling
             pass
-    return sorted({(r.kernel, r.key) for r in log.records})
+    return name, time.perf_counter() - started, sorted({(r.kernel, r.key) for r in log.records})
 
 
 def _pool(jobs: int):
@@ -131,16 +133,21 @@ def _pool(jobs: int):
 
 
 def planned_keys(profile: str, seed: int, device: str, jobs: int, names=None,
-                 kernel_spec: str = OUR_KERNELS, max_examples: int | None = None) -> set:
+                 kernel_spec: str = OUR_KERNELS, max_examples: int | None = None,
+                 seconds: dict | None = None) -> set:
     """The distinct ``(kernel, key)`` a check of ``profile`` and ``seed`` launches (module docstring);
-    ``jobs`` 0 plans in this process."""
+    ``jobs`` 0 plans in this process. ``seconds``, if given, receives each property's planning time."""
     from harness.properties import REGISTRY
 
     work = [(kernel_spec, profile, max_examples, seed, device, n) for n in (names or list(REGISTRY))]
     if jobs == 0:
-        return {k for args in work for k in _plan_one(args)}
-    with _pool(jobs) as pool:
-        return {k for keys in pool.map(_plan_one, work) for k in keys}
+        planned = [_plan_one(args) for args in work]
+    else:
+        with _pool(jobs) as pool:
+            planned = list(pool.map(_plan_one, work))
+    if seconds is not None:
+        seconds.update({name: took for name, took, _ in planned})
+    return {k for _, _, keys in planned for k in keys}
 
 
 def compile_keys(keys, jobs: int) -> tuple[int, list[str]]:
@@ -162,12 +169,13 @@ def prewarm(profile: str, seed: int, jobs: int | None = None, device: str = "cud
         say(f"prewarm: skipped (plans only {OUR_KERNELS})")
         return 0
     jobs = max(1, os.cpu_count() or 1) if jobs is None else jobs
-    started = time.perf_counter()
-    keys = planned_keys(profile, seed, device, jobs, names, kernel_spec, max_examples)
+    started, seconds = time.perf_counter(), {}
+    keys = planned_keys(profile, seed, device, jobs, names, kernel_spec, max_examples, seconds)
     planned = time.perf_counter() - started
     done, errors = compile_keys(keys, jobs)
-    say(f"prewarm: {len(keys)} specialisations planned in {planned:.1f}s, {done} compiled or loaded in "
-        f"{time.perf_counter() - started - planned:.1f}s with {jobs} processes"
+    slowest = ", ".join(f"{n} {s:.1f}s" for n, s in sorted(seconds.items(), key=lambda x: -x[1])[:3])
+    say(f"prewarm: {len(keys)} specialisations planned in {planned:.1f}s (slowest: {slowest}), {done} "
+        f"compiled or loaded in {time.perf_counter() - started - planned:.1f}s with {jobs} processes"
         + (f"; {len(errors)} failed (they compile on demand): {errors[:3]}" if errors else ""))
     return done
 

@@ -218,13 +218,14 @@ def test_changed_inputs_are_not_compared(tmp_path):
 def test_cli_record_and_diff(tmp_path, capsys):
     out = tmp_path / "ref.json"
     assert (
-        main(["record", "--kernel", REF, "--out", str(out), "--profile", "ci", "--quiet", "--no-crafted"])
+        main(["record", "--kernel", REF, "--out", str(out), "--profile", "ci", "--quiet", "--no-crafted",
+              "--device", "cpu"])
         == 0
     )
     header = json.loads(out.read_text())
     assert header["schema"] == "specfuzz-golden/1" and header["seed"] == 0
     assert {"torch", "numpy"} <= set(header["versions"]) and header["device"] == "cpu"
-    assert main(["diff", "--against", str(out), "--kernel", REF, "--quiet"]) == 0
+    assert main(["diff", "--against", str(out), "--kernel", REF, "--quiet", "--device", "cpu"]) == 0
     report = tmp_path / "d.json"
     assert (
         main(
@@ -237,6 +238,8 @@ def test_cli_record_and_diff(tmp_path, capsys):
                 "--profile",
                 "ci",
                 "--no-crafted",
+                "--device",
+                "cpu",
                 "--quiet",
                 "--json",
                 str(report),

@@ -14,7 +14,7 @@ from harness.compiles.planning import PlannedKernel, _repeating_batches, gpu_pla
 from harness.properties import REGISTRY, statistical
 from harness.properties.base import PASS
 from harness.properties.statistical_cases import large_vocab_rows
-from kernels import tuning
+from kernels import _device, tuning
 from kernels.decide import _decide_kernel
 from tests.harness.property_helpers import cpu_context
 
@@ -58,6 +58,8 @@ def _planned_and_real_keys(name: str, examples: int):
 
 
 @pytest.mark.interpreter
+@pytest.mark.skipif(not _device.INTERPRETING, reason="compares interpreter launches with a plan made with "
+                    "the interpreter's tuning; on a GPU bench/prewarm_keycheck.py compares compiled launches")
 def test_planning_makes_the_launches_of_a_real_run():
     """With the interpreter's own settings, a planned run (launches recorded, not run; oracle
     answers) draws the same cases and makes launches with the same keys as the real run."""
@@ -73,7 +75,7 @@ def test_gpu_planning_uses_the_h200_launch_plan():
                 method="block")
     kernel = PlannedKernel()
     with gpu_planning() as plan:
-        out = kernel.verify(build_batch(case))
+        out = kernel.verify(build_batch(case, _device.default_device()))
     keys = dict((k.rsplit(".", 1)[-1], dict(v)) for k, v in distinct(plan.records))
     small = keys["_small_batch_kernel"]
     assert small["BLOCK_V"] == "8192" and small["MODE_BLOCK"] == "8192" and small["vocab_size"] == "i32"
@@ -100,9 +102,13 @@ def test_repeating_first_token_batches_keep_the_sequence_of_shapes(monkeypatch):
 def test_host_summary_equals_the_summary_kernel(cu, ids, temps):
     from kernels.validation import SUMMARY_SCALARS, PendingCheck
 
-    cu_t, ids_t = torch.tensor(cu, dtype=torch.int32), torch.tensor(ids, dtype=torch.int64)
-    temp_t = torch.tensor(temps, dtype=torch.float32)
+    device = _device.default_device()  # compiled kernels take CUDA tensors only
+    cu_t = torch.tensor(cu, dtype=torch.int32, device=device)
+    ids_t = torch.tensor(ids, dtype=torch.int64, device=device)
+    temp_t = torch.tensor(temps, dtype=torch.float32, device=device)
     pending = PendingCheck(ids_t, cu_t, temp_t, 10, want_lengths=True)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # the summary lands in host memory asynchronously
     want = pending._host[: pending._size].clone()
     got = torch.full_like(want, -7)
     host_summary(cu_t, ids_t, temp_t, got, num_reqs=len(cu) - 1, num_drafts=len(ids), copy_cu=True)

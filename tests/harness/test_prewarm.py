@@ -22,13 +22,14 @@ from harness.compiles.prewarm import (
     value_for,
     warmup_kwargs,
 )
+from kernels._device import default_device
 
 PLANNED = ("structural", "conditional_law")
 
 
 @pytest.fixture(scope="module")
 def keys():
-    return planned_keys("ci", 0, "cpu", jobs=0, names=PLANNED)
+    return planned_keys("ci", 0, default_device().type, jobs=0, names=PLANNED)  # compiled: CUDA tensors
 
 
 def test_arg_class_is_triton_own_partition():
@@ -61,7 +62,8 @@ def test_planned_keys_are_the_planned_check_keys(keys):
 
     seen = set()
     for name in PLANNED:
-        ctx = cpu_context(seed=0, sized_for=GPU_DEVICE_TYPE, stat_seconds_per_property=float("inf"))
+        ctx = cpu_context(seed=0, device=default_device().type, sized_for=GPU_DEVICE_TYPE,
+                          stat_seconds_per_property=float("inf"))
         with gpu_planning() as log:
             REGISTRY[name].run(PlannedKernel(), ctx)
         seen |= {(r.kernel, r.key) for r in log.records}

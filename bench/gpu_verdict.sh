@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The GPU verdict, timed (issue 49): on one GPU machine, in one run of at most 10 minutes,
+#   check-cold   python -m harness check --profile gpu, empty Triton cache, seed A   (target <= 180 s)
+#   check-warm   the same command again on the filled cache                         (target <= 60 s)
+#   check-seed2  another seed B on that cache                                       (target <= 90 s)
+#   pytest-cold  pytest -n auto on another empty cache                              (target <= 300 s)
+# then prints one table: stage, seconds, properties reached (a pass or fail verdict, of those
+# claimed), statistical properties reached, failures; pytest: tests passed / failed. Every log,
+# report and the table go to OUT. Triton-keylog (KEYLOG) is used when TRITON_KEYLOG_DIR names it.
+#
+#   usage: bash bench/gpu_verdict.sh OUT [STAGE ...]      (default: all four, in the order above)
+#   env:   SEED_A (default 11), SEED_B (default 12), DEADLINE_S (default 590: stages are cut to fit)
+set -uo pipefail
+out=${1:?out dir}; shift
+stages=("$@"); [ ${#stages[@]} -gt 0 ] || stages=(check-cold check-warm check-seed2 pytest-cold)
+seed_a=${SEED_A:-11}; seed_b=${SEED_B:-12}; deadline=${DEADLINE_S:-590}
+work=$(mktemp -d /tmp/gpu-verdict.XXXX)
+mkdir -p "$out"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+if [ -n "${TRITON_KEYLOG_DIR:-}" ]; then export PYTHONPATH="$TRITON_KEYLOG_DIR:$PYTHONPATH"; fi
+t0=$(date +%s)
+declare -A limit=([check-cold]=200 [check-warm]=80 [check-seed2]=110 [pytest-cold]=330)
+: >"$out/stages.tsv"
+
+run_stage() {  # name limit_s cache_dir command...
+  local name=$1 cap=$2 cache=$3; shift 3
+  local left=$(( deadline - ($(date +%s) - t0) ))
+  [ "$cap" -gt "$left" ] && cap=$left
+  if [ "$cap" -le 5 ]; then printf '%s\tnot run (no time left)\n' "$name" >>"$out/stages.tsv"; return; fi
+  echo "== $name (limit ${cap}s) $*"
+  local start; start=$(date +%s.%N)
+  TRITON_CACHE_DIR=$cache KEYLOG=$out/$name.keylog timeout -s TERM -k 10 "$cap" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  local took; took=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+  printf '%s\t%s\t%s\t%s\n' "$name" "$took" "$rc" "$cap" >>"$out/stages.tsv"
+  tail -n 4 "$out/$name.log"
+}
+
+check() {  # name seed cache
+  run_stage "$1" "${limit[$1]}" "$3" python3 -m harness check --profile gpu --device cuda --seed "$2" \
+    --report "$out/$1"
+}
+
+for stage in "${stages[@]}"; do
+  case $stage in
+    check-cold) rm -rf "$work/cache"; check check-cold "$seed_a" "$work/cache" ;;
+    check-warm) check check-warm "$seed_a" "$work/cache" ;;
+    check-seed2) check check-seed2 "$seed_b" "$work/cache" ;;
+    pytest-cold) rm -rf "$work/cache-pytest"
+      run_stage pytest-cold "${limit[pytest-cold]}" "$work/cache-pytest" \
+        python3 -m pytest -n auto -q -rfE --tb=short -p no:cacheprovider --junitxml "$out/pytest-cold.xml" ;;
+    *) echo "unknown stage $stage"; exit 2 ;;
+  esac
+done
+
+python3 - "$out" <<'EOF'
+import json, os, sys
+import xml.etree.ElementTree as ET
+
+out = sys.argv[1]
+rows = [line.rstrip("\n").split("\t") for line in open(os.path.join(out, "stages.tsv")) if line.strip()]
+lines = [f"{'stage':<13} {'seconds':>8} {'limit':>6} {'exit':>4}  {'reached':<22} {'statistical':<12} failures"]
+for row in rows:
+    name = row[0]
+    if len(row) < 4:
+        lines.append(f"{name:<13} {row[1]}")
+        continue
+    took, rc, cap = row[1], row[2], row[3]
+    reached = stat = fails = "-"
+    report = os.path.join(out, name, "report.json")
+    junit = os.path.join(out, f"{name}.xml")
+    if os.path.exists(report):
+        props = json.load(open(report))["properties"]
+        claimed = [p for p in props if p["verdict"] != "not claimed"]
+        done = [p for p in claimed if p["verdict"] in ("pass", "fail")]
+        stats = [p for p in claimed if p.get("layer") == 4]
+        reached = f"{len(done)} of {len(claimed)} claimed"
+        stat = f"{sum(p in done for p in stats)} of {len(stats)}"
+        bad = [p["name"] for p in claimed if p["verdict"] in ("fail", "error")]
+        fails = f"{len(bad)} {' '.join(bad)}".strip()
+    elif os.path.exists(junit):
+        suite = ET.parse(junit).getroot()
+        suite = suite if suite.tag == "testsuite" else suite[0]
+        total, failed, errors, skipped = (int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped"))
+        reached = f"{total - failed - errors - skipped} passed, {skipped} skipped"
+        fails = str(failed + errors)
+    elif rc != "0":
+        fails = "no report (see log)"
+    lines.append(f"{name:<13} {took:>8} {cap:>6} {rc:>4}  {reached:<22} {stat:<12} {fails}")
+table = "\n".join(lines)
+print(table)
+open(os.path.join(out, "table.txt"), "w").write(table + "\n")
+EOF
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader >"$out/card.txt" 2>/dev/null
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >>"$out/card.txt"
+cat "$out/card.txt"
