@@ -8,18 +8,26 @@
 # claimed), statistical properties reached, failures; pytest: tests passed / failed. Every log,
 # report and the table go to OUT. Triton-keylog (KEYLOG) is used when TRITON_KEYLOG_DIR names it.
 #
-#   usage: bash bench/gpu_verdict.sh OUT [STAGE ...]      (default: all four, in the order above)
+# Each stage is cut at its target (pytest with SIGINT, so it still prints its failures; check with
+# SIGTERM, so it still writes its report): a cut stage is a missed target. OUT gets table.txt and
+# verdict.tgz (every log, report and key log: a device run returns few files).
+#
+#   usage: bash bench/gpu_verdict.sh OUT [STAGE ...]
+#          (default: pytest-cold check-cold check-warm check-seed2: pytest first, so that the
+#          verdict on the suite is whole even when the check stages run out of time)
 #   env:   SEED_A (default 11), SEED_B (default 12), DEADLINE_S (default 590: stages are cut to fit)
 set -uo pipefail
 out=${1:?out dir}; shift
-stages=("$@"); [ ${#stages[@]} -gt 0 ] || stages=(check-cold check-warm check-seed2 pytest-cold)
+stages=("$@"); [ ${#stages[@]} -gt 0 ] || stages=(pytest-cold check-cold check-warm check-seed2)
 seed_a=${SEED_A:-11}; seed_b=${SEED_B:-12}; deadline=${DEADLINE_S:-590}
 work=$(mktemp -d /tmp/gpu-verdict.XXXX)
-mkdir -p "$out"
+final=$out; out=$work/out
+mkdir -p "$out" "$final"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 if [ -n "${TRITON_KEYLOG_DIR:-}" ]; then export PYTHONPATH="$TRITON_KEYLOG_DIR:$PYTHONPATH"; fi
 t0=$(date +%s)
-declare -A limit=([check-cold]=200 [check-warm]=80 [check-seed2]=110 [pytest-cold]=330)
+declare -A limit=([check-cold]=180 [check-warm]=60 [check-seed2]=90 [pytest-cold]=300)
+declare -A signal=([check-cold]=TERM [check-warm]=TERM [check-seed2]=TERM [pytest-cold]=INT)
 : >"$out/stages.tsv"
 
 run_stage() {  # name limit_s cache_dir command...
@@ -29,7 +37,8 @@ run_stage() {  # name limit_s cache_dir command...
   if [ "$cap" -le 5 ]; then printf '%s\tnot run (no time left)\n' "$name" >>"$out/stages.tsv"; return; fi
   echo "== $name (limit ${cap}s) $*"
   local start; start=$(date +%s.%N)
-  TRITON_CACHE_DIR=$cache KEYLOG=$out/$name.keylog timeout -s TERM -k 10 "$cap" "$@" >"$out/$name.log" 2>&1
+  TRITON_CACHE_DIR=$cache KEYLOG=$out/$name.keylog timeout -s "${signal[$name]}" -k 20 "$cap" "$@" \
+    >"$out/$name.log" 2>&1
   local rc=$?
   local took; took=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
   printf '%s\t%s\t%s\t%s\n' "$name" "$took" "$rc" "$cap" >>"$out/stages.tsv"
@@ -54,10 +63,11 @@ for stage in "${stages[@]}"; do
 done
 
 python3 - "$out" <<'EOF'
-import json, os, sys
+import json, os, re, sys
 import xml.etree.ElementTree as ET
 
 out = sys.argv[1]
+STATISTICAL = {"conditional_law", "marginal_law", "first_token_law", "expected_accepted", "block_dominates_token"}
 rows = [line.rstrip("\n").split("\t") for line in open(os.path.join(out, "stages.tsv")) if line.strip()]
 lines = [f"{'stage':<13} {'seconds':>8} {'limit':>6} {'exit':>4}  {'reached':<22} {'statistical':<12} failures"]
 for row in rows:
@@ -71,13 +81,23 @@ for row in rows:
     junit = os.path.join(out, f"{name}.xml")
     if os.path.exists(report):
         props = json.load(open(report))["properties"]
-        claimed = [p for p in props if p["verdict"] != "not claimed"]
-        done = [p for p in claimed if p["verdict"] in ("pass", "fail")]
-        stats = [p for p in claimed if p.get("layer") == 4]
-        reached = f"{len(done)} of {len(claimed)} claimed"
-        stat = f"{sum(p in done for p in stats)} of {len(stats)}"
-        bad = [p["name"] for p in claimed if p["verdict"] in ("fail", "error")]
+        ran = [p for p in props if p["verdict"] != "not claimed"]
+        never = [n for p in props for n in re.findall(r"'(\w+)'", p["note"].partition("not run:")[2])]
+        done = [p for p in ran if p["verdict"] in ("pass", "fail")]
+        stats = [p for p in ran if p.get("layer") == 4]
+        claimed = len(ran) + len(never)
+        stat_never = sum(n in STATISTICAL for n in never)
+        reached = f"{len(done)} of {claimed} claimed"
+        stat = f"{sum(p in done for p in stats)} of {len(stats) + stat_never}"
+        bad = [p["name"] for p in ran if p["verdict"] in ("fail", "error")]
         fails = f"{len(bad)} {' '.join(bad)}".strip()
+    elif name.startswith("pytest"):
+        log = open(os.path.join(out, f"{name}.log"), errors="replace").read()
+        counts = dict((k, int(v)) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", log[-3000:]))
+        reached = f"{counts.get('passed', 0)} passed, {counts.get('skipped', 0)} skipped"
+        fails = str(counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0))
+        if not os.path.exists(junit):
+            reached += " (cut)"
     elif os.path.exists(junit):
         suite = ET.parse(junit).getroot()
         suite = suite if suite.tag == "testsuite" else suite[0]
@@ -91,6 +111,9 @@ table = "\n".join(lines)
 print(table)
 open(os.path.join(out, "table.txt"), "w").write(table + "\n")
 EOF
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader >"$out/card.txt" 2>/dev/null
-python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >>"$out/card.txt"
-cat "$out/card.txt"
+{ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+  date -u +%F; git rev-parse --short HEAD 2>/dev/null; } >"$out/card.txt"
+cat "$out/card.txt" | tee -a "$out/table.txt"
+cp "$out/table.txt" "$final/table.txt"
+tar -czf "$final/verdict.tgz" -C "$work" out

@@ -14,6 +14,15 @@ starts, so they can be compiled up front:
    from the key: ``warmup_kwargs``), ``jobs`` processes at a time, into the on-disk cache that every
    later process of this user reads (``TRITON_CACHE_DIR`` or ``~/.triton/cache``).
 
+3. a manifest per run (``Manifests``): once a run's keys are compiled, their list is stored next to
+   the binaries, in ``<Triton cache dir>/specfuzz-prewarm/<build>/<run>.json``, where ``build``
+   digests what decides a binary (Triton and CUDA versions, the GPU's compute capability, the
+   function hash of every launched kernel: kernels/function_hashes.py) and ``run`` the profile,
+   seed, examples, properties and kernel. The same run again plans and compiles nothing; another
+   run plans, then compiles only the keys no manifest of this build lists. Emptying the Triton
+   cache removes the manifests with the binaries; a manifest that outlived its binaries only makes
+   the launches compile on demand.
+
 A later run then only loads binaries. Keys a run draws that were not planned (a failure's shrinking)
 still compile on demand, so prewarming can make a run faster, never different. GPU only: under the
 interpreter nothing compiles (``warmup`` returns at once), which is what the CPU tests rely on to
@@ -25,12 +34,15 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import importlib
+import json
 import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
+from pathlib import Path
 
 import kernels._device  # noqa: F401  (selects TRITON_INTERPRET before triton is imported)
 
@@ -161,23 +173,86 @@ def compile_keys(keys, jobs: int) -> tuple[int, list[str]]:
     return sum(r[0] for r in results), [e for r in results for e in r[1]]
 
 
+class Manifests:
+    """The runs whose keys were compiled into one Triton cache for one build (module docstring, 3)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    @staticmethod
+    def for_this_build(device: str = "cuda") -> Manifests | None:
+        """The manifests of this process's build in the Triton cache it uses; None under the
+        interpreter (nothing is compiled there)."""
+        import kernels._device as mode
+
+        if mode.INTERPRETING or device != "cuda":
+            return None
+        import torch
+        import triton
+        from triton import knobs
+
+        from kernels.function_hashes import launched_kernels
+
+        parts = [triton.__version__, str(torch.version.cuda), str(torch.cuda.get_device_capability())]
+        parts += [f"{name}={fn.cache_key}" for name, fn in sorted(launched_kernels().items())]
+        build = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
+        return Manifests(Path(knobs.cache.dir) / "specfuzz-prewarm" / build)
+
+    @staticmethod
+    def run_name(profile: str, seed: int, max_examples, names, kernel_spec: str) -> str:
+        what = [profile, seed, max_examples, sorted(names) if names else None, kernel_spec]
+        return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:24]
+
+    def keys_of(self, run: str) -> set | None:
+        try:
+            records = json.loads((self.folder / f"{run}.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return {(kernel, tuple(tuple(item) for item in key)) for kernel, key in records}
+
+    def compiled(self) -> set:
+        """Every key any run of this build compiled."""
+        runs = [p.stem for p in self.folder.glob("*.json")] if self.folder.is_dir() else []
+        return set().union(*(self.keys_of(run) or set() for run in runs))
+
+    def record(self, run: str, keys) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".{run}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(sorted(keys)))
+        tmp.replace(self.folder / f"{run}.json")  # atomic: a concurrent reader sees all or nothing
+
+
 def prewarm(profile: str, seed: int, jobs: int | None = None, device: str = "cuda",
             kernel_spec: str = OUR_KERNELS, say=print, max_examples: int | None = None,
-            names=None) -> int:
-    """Plan and compile a check's keys; returns the number compiled. Only our kernels are planned."""
+            names=None, manifests: Manifests | None | str = "this build") -> int:
+    """Plan and compile a check's keys; returns the number of keys the run launches that are now
+    compiled. Only our kernels are planned. ``manifests``: where compiled runs are recorded
+    (default: this build's, in the Triton cache; None: plan and compile every time)."""
     if kernel_spec != OUR_KERNELS:
         say(f"prewarm: skipped (plans only {OUR_KERNELS})")
         return 0
+    if manifests == "this build":
+        manifests = Manifests.for_this_build(device)
+    run = Manifests.run_name(profile, seed, max_examples, names, kernel_spec)
+    started = time.perf_counter()
+    known = manifests.keys_of(run) if manifests is not None else None
+    if known is not None:
+        say(f"prewarm: the {len(known)} specialisations of this run are compiled already "
+            f"({manifests.folder / run}.json, {time.perf_counter() - started:.1f}s)")
+        return len(known)
     jobs = max(1, os.cpu_count() or 1) if jobs is None else jobs
-    started, seconds = time.perf_counter(), {}
+    seconds = {}
     keys = planned_keys(profile, seed, device, jobs, names, kernel_spec, max_examples, seconds)
     planned = time.perf_counter() - started
-    done, errors = compile_keys(keys, jobs)
+    todo = keys - manifests.compiled() if manifests is not None else keys
+    done, errors = compile_keys(todo, jobs)
+    if manifests is not None:  # keys that failed to warm up compile on demand, in this run and later ones
+        manifests.record(run, keys)
     slowest = ", ".join(f"{n} {s:.1f}s" for n, s in sorted(seconds.items(), key=lambda x: -x[1])[:3])
     say(f"prewarm: {len(keys)} specialisations planned in {planned:.1f}s (slowest: {slowest}), {done} "
-        f"compiled or loaded in {time.perf_counter() - started - planned:.1f}s with {jobs} processes"
+        f"of them new, compiled in {time.perf_counter() - started - planned:.1f}s with {jobs} processes"
         + (f"; {len(errors)} failed (they compile on demand): {errors[:3]}" if errors else ""))
-    return done
+    return len(keys) - len(errors)
 
 
 def main(argv=None) -> int:

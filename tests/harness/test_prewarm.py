@@ -92,3 +92,29 @@ def test_the_xdist_controller_prewarms_only_our_kernels_on_a_gpu(monkeypatch):
     assert conftest.prewarm_argv(ours, []) is None
     monkeypatch.setenv("SPECFUZZ_PREWARM", "0")
     assert conftest.prewarm_argv(ours, ["0"]) is None
+
+
+def test_a_prewarmed_run_is_not_planned_again_and_another_compiles_only_new_keys(tmp_path, monkeypatch):
+    """The manifests (harness/compiles/prewarm.py, 3): the same run again plans and compiles
+    nothing; another seed compiles only the keys no earlier run of this build compiled."""
+    from harness.compiles import prewarm as pw
+
+    compiled = []
+
+    def fake_compile(keys, jobs):
+        compiled.append(set(keys))
+        return len(keys), []
+
+    monkeypatch.setattr(pw, "compile_keys", fake_compile)
+    store, said = pw.Manifests(tmp_path / "build"), []
+    first = pw.prewarm("ci", 0, jobs=0, device="cpu", names=PLANNED, manifests=store, say=said.append)
+    assert first > 10 and compiled[0] and len(compiled[0]) == first
+    monkeypatch.setattr(pw, "planned_keys", lambda *a, **k: pytest.fail("planned again"))
+    assert pw.prewarm("ci", 0, jobs=0, device="cpu", names=PLANNED, manifests=store, say=said.append) == first
+    assert len(compiled) == 1 and "compiled already" in said[-1]
+    monkeypatch.undo()
+    monkeypatch.setattr(pw, "compile_keys", fake_compile)
+    pw.prewarm("ci", 1, jobs=0, device="cpu", names=PLANNED, manifests=store, say=said.append)
+    assert not compiled[1] & compiled[0], "keys compiled by the first run were compiled again"
+    assert store.compiled() >= compiled[0] | compiled[1]
+    assert pw.Manifests.for_this_build("cpu") is None  # nothing is compiled on the CPU
