@@ -68,6 +68,10 @@ def serve(conn: Connection, spec: str) -> None:
         from harness.plugins import load_kernel
 
         kernel = load_kernel(spec)
+        if torch.cuda.is_available():
+            # The CUDA context (seconds on a loaded GPU machine) is made before "ready", under the
+            # start-up limit, not inside the first call's time limit (a 1 s limit read it as a hang).
+            torch.zeros(1, device="cuda")
     except BaseException as exc:  # noqa: BLE001 -- told to the harness, which reports it
         conn.send(("broken", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"))
         return

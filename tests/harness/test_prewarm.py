@@ -107,14 +107,19 @@ def test_a_prewarmed_run_is_not_planned_again_and_another_compiles_only_new_keys
 
     monkeypatch.setattr(pw, "compile_keys", fake_compile)
     store, said = pw.Manifests(tmp_path / "build"), []
-    first = pw.prewarm("ci", 0, jobs=0, device="cpu", names=PLANNED, manifests=store, say=said.append)
+
+    def run(seed):  # planning with tensors on the device the kernels run on
+        return pw.prewarm("ci", seed, jobs=0, device=default_device().type, names=PLANNED, manifests=store,
+                          say=said.append)
+
+    first = run(0)
     assert first > 10 and compiled[0] and len(compiled[0]) == first
     monkeypatch.setattr(pw, "planned_keys", lambda *a, **k: pytest.fail("planned again"))
-    assert pw.prewarm("ci", 0, jobs=0, device="cpu", names=PLANNED, manifests=store, say=said.append) == first
+    assert run(0) == first
     assert len(compiled) == 1 and "compiled already" in said[-1]
     monkeypatch.undo()
     monkeypatch.setattr(pw, "compile_keys", fake_compile)
-    pw.prewarm("ci", 1, jobs=0, device="cpu", names=PLANNED, manifests=store, say=said.append)
+    run(1)
     assert not compiled[1] & compiled[0], "keys compiled by the first run were compiled again"
     assert store.compiled() >= compiled[0] | compiled[1]
     assert pw.Manifests.for_this_build("cpu") is None  # nothing is compiled on the CPU
