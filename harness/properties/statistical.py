@@ -117,7 +117,10 @@ def kernel_cost(kernel: object, ctx: RunContext) -> tuple[float, float]:
     kernel costs mostly per call (launches), the CPU interpreter per request."""
     cache = ctx.extra.setdefault("statistical_kernel_cost", {})
     if id(kernel) not in cache:
-        request = fixed_draft_requests(ctx.rng("statistical", "pilot"))[0]
+        # a request of a kind the kernel accepts: a target-only kernel (SGLang's) gets point-mass drafts
+        target_only = not capabilities_of(kernel).draft_logits
+        request = next(r for r in fixed_draft_requests(ctx.rng("statistical", "pilot"))
+                       if not target_only or r.draft is None)
         base = request.batch(sorted(kernel.methods)[-1], ctx.device)
 
         def timed(n: int) -> float:
