@@ -136,6 +136,12 @@ class Capabilities:
     # ``greedy``). Strategies draw no positive temperature below it, fixed cases below it are not run,
     # and the report states it. vLLM: 0.01 (its SamplingParams raise anything lower).
     min_temperature: float = 0.0
+    # A request's random draws depend only on its own seed and position (docs/interfaces.md section
+    # 1), never on its batch slot or batch mates. False: a kernel that keys its generator by the batch
+    # slot (FlashInfer's ``curand_init(seed[b], subsequence=b, offset[b])``, documented as not
+    # batch-invariant): ``batch_invariance`` then judges its greedy requests only (deterministic
+    # whatever the slot); in distribution, the statistical layer's replicas fill every slot.
+    randomness_per_request: bool = True
 
 
 @runtime_checkable

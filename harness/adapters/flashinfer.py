@@ -38,7 +38,9 @@ The mapping from ``VerifyBatch`` (one call per distinct draft length, requests i
 
 Domain (``Capabilities``): token verification only, draft logits and point-mass drafts, greedy rows
 (through one-hot rows), float32 / bfloat16 / float16 logits (cast to float32 as FlashInfer's softmax
-does), no chunking, no logprobs, no ``random_draws`` (its Philox state is internal). No positive
+does), no chunking, no logprobs, no ``random_draws`` (its Philox state is internal). Randomness keyed by
+the batch slot (``randomness_per_request=False``): ``batch_invariance`` judges its greedy requests
+only; per-seed invariance of sampled requests is not something FlashInfer promises (issue 50). No positive
 temperature is refused by FlashInfer: the whole range is claimed.
 """
 
@@ -188,7 +190,7 @@ class FlashInferChain:
 
     name = "flashinfer-0.7.4-chain"
     methods = frozenset({"token"})
-    capabilities = chain_verifier(draft_logits=True)
+    capabilities = chain_verifier(draft_logits=True, randomness_per_request=False)  # subsequence = slot
 
     def verify(self, batch: VerifyBatch) -> VerifyOutput:
         api = _api()

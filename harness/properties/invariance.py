@@ -106,6 +106,18 @@ class BatchInvariance(CaseProperty):
     layer = 3
     summary = "a request's output does not depend on its batch position or its batch mates"
 
+    def space(self, kernel, ctx) -> CaseSpace:
+        space = super().space(kernel, ctx)
+        if capabilities_of(kernel).randomness_per_request or not capabilities_of(kernel).greedy:
+            return space
+        return replace(space, temperature_bands=("greedy", "normal"))  # half the requests judged
+
+    def not_claimed_reason(self, kernel):
+        caps = capabilities_of(kernel)
+        if not caps.randomness_per_request and not caps.greedy:
+            return "its randomness depends on the batch slot and it has no greedy rows to judge"
+        return None
+
     def check(self, kernel, case: Case, ctx: RunContext) -> CaseCheck:
         caps = capabilities_of(kernel)
         batch = build_batch(case, ctx.device)
@@ -119,6 +131,12 @@ class BatchInvariance(CaseProperty):
         order = [int(i) for i in rng.permutation(batch.num_reqs)]
         size = int(rng.integers(1, batch.num_reqs))
         subset = [int(i) for i in rng.choice(batch.num_reqs, size=size, replace=False)]
+        # Randomness keyed by the batch slot (Capabilities.randomness_per_request False): only greedy
+        # requests must keep their output when they move.
+        greedy = (batch.temperature == 0).tolist()
+        judged = (lambda r: True) if caps.randomness_per_request else (lambda r: greedy[r])
+        if not any(judged(r) for r in range(batch.num_reqs)):
+            return CaseCheck(skipped="no greedy request (this kernel's randomness depends on the batch slot)")
         for cls, what, picked in (
             ("batch_order", "permuting the batch", order),
             ("batch_mates", f"running requests {subset} without their batch mates", subset),
@@ -126,7 +144,9 @@ class BatchInvariance(CaseProperty):
             other, broken = run_checked(kernel, select_requests(batch, picked), caps.logprobs)
             if broken:
                 return broken
-            i = _first_request_difference(out, picked, other, list(range(len(picked))), with_lp)
+            kept = [j for j, r in enumerate(picked) if judged(r)]
+            i = _first_request_difference(out, [picked[j] for j in kept], other, kept, with_lp)
+            i = None if i is None else kept[i]
             if i is not None:
                 f = _difference_finding(cls, what, out, picked[i], other, i, with_lp)
                 f.evidence["order"] = picked
