@@ -1,7 +1,8 @@
 """Targeted reproductions of the outside engines' defects read from their sources (docs/findings/
 flashinfer-0.7.4.md, docs/findings/sglang-kernel-0.4.6.md), on a GPU with the engines installed.
 
-    PYTHONPATH=. python bench/engine_repros.py [sglang-coin0 flashinfer-minus-one flashinfer-empty-residual]
+    PYTHONPATH=. python bench/engine_repros.py [sglang-coin0 sglang-greedy-ties flashinfer-minus-one
+        flashinfer-empty-residual]
         [--json OUT]
 
 Each prints one line ``<name>: REPRODUCED|NOT REPRODUCED|UNAVAILABLE -- evidence`` and the JSON file
@@ -9,6 +10,11 @@ holds the evidence. Every check can fail: each states what a correct verifier wo
 
 - ``sglang-coin0`` (sglang#35771): one request, a point-mass draft whose target probability is 0, the
   acceptance coin exactly 0 (``torch.rand`` can return it). Correct: rejected. Control: coin 2^-24.
+- ``sglang-greedy-ties``: a greedy request whose target rows tie at the maximum (tokens 0, 3 and 5),
+  draft 5, verified alone (an all-greedy batch: ``verify_tree_greedy`` on ``argmax``) and beside a
+  sampled request (``tree_speculative_sampling_target_only`` after ``top_k_renorm_probs(k = 1)``),
+  for three coin values. Correct: the same tokens in both (a greedy request's output must not depend
+  on its batch mates' temperatures). Control: the same with a strict maximum at token 3.
 - ``flashinfer-minus-one`` (flashinfer#879): draft id ``-1`` in the second row of a call (so the read
   at index -1 stays inside the buffer: the last entry of the previous row). Correct: never accepted,
   never emitted. Read from source: the draft probability read there is 0 and the target's positive,
@@ -64,6 +70,34 @@ def sglang_coin0() -> dict:
     return {"verdict": verdict, "evidence": f"draft {draft} has target probability 0; {runs}"}
 
 
+def sglang_greedy_ties() -> dict:
+    from harness.adapters import sglang
+
+    why = sglang.sglang_available()
+    if why:
+        return {"verdict": "UNAVAILABLE", "evidence": why}
+    vocab, draft = 8, 5
+    runs = {}
+    for label, maxima in (("ties at 0, 3, 5", [0, 3, 5]), ("control: strict max at 3", [3])):
+        logits = torch.zeros(4, vocab, device="cuda")
+        logits[:2, maxima] = 2.0  # request 0 (greedy): both of its rows
+        logits[2:] = torch.arange(vocab, device="cuda", dtype=torch.float32) / vocab  # request 1 (T = 1)
+        alone = _point_batch(logits[:2], [draft], [0, 1], [0.0], [1], [0])
+        mixed = _point_batch(logits, [draft, 1], [0, 1, 2], [0.0, 1.0], [1, 2], [0, 0])
+        want = sglang.chain.verify(alone)
+        got = {}
+        for coin in (0.1, 0.5, 0.9):
+            out = sglang.chain.verify_with_coins(mixed, torch.full((2, 2), coin, device="cuda"),
+                                                 torch.full((2,), coin, device="cuda"))
+            got[coin] = out.output_token_ids[0, : int(out.num_emitted[0])].tolist()
+        alone_tokens = want.output_token_ids[0, : int(want.num_emitted[0])].tolist()
+        runs[label] = {"alone": alone_tokens, "beside a sampled request": got,
+                       "differs": any(t != alone_tokens for t in got.values())}
+    ties, control = runs["ties at 0, 3, 5"], runs["control: strict max at 3"]
+    verdict = "REPRODUCED" if ties["differs"] and not control["differs"] else "NOT REPRODUCED"
+    return {"verdict": verdict, "evidence": str(runs)}
+
+
 def flashinfer_minus_one() -> dict:
     from harness.adapters import flashinfer
 
@@ -112,6 +146,7 @@ def flashinfer_empty_residual(calls: int = 64, rows: int = 1 << 20) -> dict:
 
 CHECKS = {
     "sglang-coin0": sglang_coin0,
+    "sglang-greedy-ties": sglang_greedy_ties,
     "flashinfer-minus-one": flashinfer_minus_one,
     "flashinfer-empty-residual": flashinfer_empty_residual,
 }
