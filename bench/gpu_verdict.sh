@@ -6,7 +6,9 @@
 #   pytest-cold  pytest -n auto on another empty cache                              (target <= 300 s)
 # then prints one table: stage, seconds, properties reached (a pass or fail verdict, of those
 # claimed), statistical properties reached, failures; pytest: tests passed / failed. Every log,
-# report and the table go to OUT. Triton-keylog (KEYLOG) is used when TRITON_KEYLOG_DIR names it.
+# report and the table go to OUT. Triton-keylog (KEYLOG) is used in the check stages when
+# TRITON_KEYLOG_DIR names it; OUT/<stage>.misses then lists the keys a check compiled itself that
+# no prewarm warm-up and no earlier check stage built (the plan's misses), and the table counts them.
 #
 # Each stage is cut at its target (pytest with SIGINT, so it still prints its failures; check with
 # SIGTERM, so it still writes its report): a cut stage is a missed target. OUT gets table.txt and
@@ -24,7 +26,8 @@ work=$(mktemp -d /tmp/gpu-verdict.XXXX)
 final=$out; out=$work/out
 mkdir -p "$out" "$final"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-if [ -n "${TRITON_KEYLOG_DIR:-}" ]; then export PYTHONPATH="$TRITON_KEYLOG_DIR:$PYTHONPATH"; fi
+# the key logger only in check stages: under pytest its hook breaks Triton 3.6's JIT-function constexprs
+keylog_path=${TRITON_KEYLOG_DIR:+$TRITON_KEYLOG_DIR:}
 t0=$(date +%s)
 declare -A limit=([check-cold]=180 [check-warm]=60 [check-seed2]=90 [pytest-cold]=300)
 declare -A signal=([check-cold]=TERM [check-warm]=TERM [check-seed2]=TERM [pytest-cold]=INT)
@@ -46,7 +49,7 @@ run_stage() {  # name limit_s cache_dir command...
 }
 
 check() {  # name seed cache
-  run_stage "$1" "${limit[$1]}" "$3" python3 -m harness check --profile gpu --device cuda --seed "$2" \
+  run_stage "$1" "${limit[$1]}" "$3" env PYTHONPATH="$keylog_path$PYTHONPATH" python3 -m harness check --profile gpu --device cuda --seed "$2" \
     --report "$out/$1"
 }
 
@@ -107,6 +110,27 @@ for row in rows:
     elif rc != "0":
         fails = "no report (see log)"
     lines.append(f"{name:<13} {took:>8} {cap:>6} {rc:>4}  {reached:<22} {stat:<12} {fails}")
+seen = set()  # keys built so far in the check stages' cache: warm-ups and the checks' own compiles
+def misses(name):
+    """The check's own compiles of keys that no warm-up and no earlier check stage built."""
+    path = os.path.join(out, f"{name}.keylog")
+    if not os.path.exists(path):
+        return None
+    recs = [json.loads(line) for line in open(path) if line.strip()]
+    recs = [r for r in recs if "name" in r]
+    ident = lambda r: (r["name"], r["sig"], r["const"], tuple(sorted(r["opts"].items())))
+    seen.update(ident(r) for r in recs if r["warmup"])
+    real = {ident(r): r for r in recs if not r["warmup"]}
+    missed = [r for k, r in real.items() if k not in seen]
+    seen.update(real)
+    with open(os.path.join(out, f"{name}.misses"), "w") as f:
+        for r in missed:
+            f.write(json.dumps({k: r[k] for k in ("name", "sig", "const", "opts")}) + "\n")
+    return len(missed), len(real)
+for i, row in enumerate(rows):
+    got = misses(row[0]) if row[0].startswith("check") else None
+    if got is not None:
+        lines[i + 1] += f"  [{got[0]} of {got[1]} launched keys compiled unplanned]"
 table = "\n".join(lines)
 print(table)
 open(os.path.join(out, "table.txt"), "w").write(table + "\n")

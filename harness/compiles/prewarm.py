@@ -40,7 +40,7 @@ import json
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -140,8 +140,15 @@ def _plan_one(args: tuple) -> tuple[str, float, list]:
     return name, time.perf_counter() - started, sorted({(r.kernel, r.key) for r in log.records})
 
 
+def _one_thread() -> None:
+    """Pool workers run one per core: torch's own thread pool in each would oversubscribe them."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def _pool(jobs: int):
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"))
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_one_thread)
 
 
 def planned_keys(profile: str, seed: int, device: str, jobs: int, names=None,
@@ -227,7 +234,11 @@ def prewarm(profile: str, seed: int, jobs: int | None = None, device: str = "cud
             names=None, manifests: Manifests | None | str = "this build") -> int:
     """Plan and compile a check's keys; returns the number of keys the run launches that are now
     compiled. Only our kernels are planned. ``manifests``: where compiled runs are recorded
-    (default: this build's, in the Triton cache; None: plan and compile every time)."""
+    (default: this build's, in the Triton cache; None: plan and compile every time).
+
+    Planning and compiling share one pool and overlap: a property's new keys are queued for
+    compiling as soon as its plan is done (one key per task, so the pool stays balanced), while
+    the slower properties are still planning."""
     if kernel_spec != OUR_KERNELS:
         say(f"prewarm: skipped (plans only {OUR_KERNELS})")
         return 0
@@ -241,16 +252,40 @@ def prewarm(profile: str, seed: int, jobs: int | None = None, device: str = "cud
             f"({manifests.folder / run}.json, {time.perf_counter() - started:.1f}s)")
         return len(known)
     jobs = max(1, os.cpu_count() or 1) if jobs is None else jobs
-    seconds = {}
-    keys = planned_keys(profile, seed, device, jobs, names, kernel_spec, max_examples, seconds)
-    planned = time.perf_counter() - started
-    todo = keys - manifests.compiled() if manifests is not None else keys
-    done, errors = compile_keys(todo, jobs)
+    from harness.properties import REGISTRY
+
+    work = [(kernel_spec, profile, max_examples, seed, device, n) for n in (names or list(REGISTRY))]
+    skip = manifests.compiled() if manifests is not None else set()
+    keys, queued, seconds, done, errors = set(), set(), {}, 0, []
+    if jobs == 0:
+        for args in work:
+            name, took, planned = _plan_one(args)
+            seconds[name] = took
+            keys.update(planned)
+        planned_at = time.perf_counter()
+        done, errors = compile_keys(keys - skip, 0)
+    else:
+        with _pool(jobs) as pool:
+            plans = [pool.submit(_plan_one, args) for args in work]
+            compiles = []
+            for future in as_completed(plans):
+                name, took, planned = future.result()
+                seconds[name] = took
+                keys.update(planned)
+                for record in sorted(set(planned) - skip - queued):
+                    queued.add(record)
+                    compiles.append(pool.submit(_compile_some, [record]))
+            planned_at = time.perf_counter()
+            for future in compiles:
+                n, errs = future.result()
+                done, errors = done + n, errors + errs
     if manifests is not None:  # keys that failed to warm up compile on demand, in this run and later ones
         manifests.record(run, keys)
+    planned = planned_at - started
     slowest = ", ".join(f"{n} {s:.1f}s" for n, s in sorted(seconds.items(), key=lambda x: -x[1])[:3])
     say(f"prewarm: {len(keys)} specialisations planned in {planned:.1f}s (slowest: {slowest}), {done} "
-        f"of them new, compiled in {time.perf_counter() - started - planned:.1f}s with {jobs} processes"
+        f"of them new, all compiled {time.perf_counter() - planned_at:.1f}s after the last plan "
+        f"({time.perf_counter() - started:.1f}s in all, {jobs} processes)"
         + (f"; {len(errors)} failed (they compile on demand): {errors[:3]}" if errors else ""))
     return len(keys) - len(errors)
 
