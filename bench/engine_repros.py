@@ -8,6 +8,15 @@ flashinfer-0.7.4.md, docs/findings/sglang-kernel-0.4.6.md), on a GPU with the en
 Each prints one line ``<name>: REPRODUCED|NOT REPRODUCED|UNAVAILABLE -- evidence`` and the JSON file
 holds the evidence. Every check can fail: each states what a correct verifier would do.
 
+    PYTHONPATH=. python bench/engine_repros.py --upstream
+
+runs instead the standalone script of each upstream report (the python block of
+docs/findings/upstream-*.md: torch and the engine, no specfuzz) in a fresh process, and prints its
+exit status (an ``AssertionError`` is the defect shown), output and seconds. Where the engine is
+installed trimmed (bench/engines_gpu_check.sh: FlashInfer's package ``__init__`` cannot import, SGLang's
+is never run) a preamble first makes ``flashinfer.sampling`` / ``sgl_kernel`` importable the way the
+adapters load them; the report's script itself runs unchanged.
+
 - ``sglang-coin0`` (sglang#35771): one request, a point-mass draft whose target probability is 0, the
   acceptance coin exactly 0 (``torch.rand`` can return it). Correct: rejected. Control: coin 2^-24.
 - ``sglang-greedy-ties``: a greedy request whose target rows tie at the maximum (tokens 0, 3 and 5),
@@ -152,11 +161,77 @@ CHECKS = {
 }
 
 
+TRIMMED_PREAMBLE = """
+import importlib, importlib.util, sys, types
+try:
+    import flashinfer.sampling  # noqa: F401
+except Exception:
+    try:
+        from harness.adapters import flashinfer as _fi
+        _fi._import_sampling_module()
+    except Exception as exc:
+        print("preamble: flashinfer not loaded:", exc)
+try:
+    from sgl_kernel import tree_speculative_sampling_target_only  # noqa: F401
+except Exception:
+    try:
+        from harness.adapters import sglang as _sg
+        _sg._ops()
+        _spec = importlib.util.find_spec("sgl_kernel")
+        _pkg = types.ModuleType("sgl_kernel")
+        _pkg.__path__ = list(_spec.submodule_search_locations)
+        sys.modules["sgl_kernel"] = _pkg
+        for _name in ("speculative", "sampling"):
+            _mod = importlib.import_module("sgl_kernel." + _name)
+            _pkg.__dict__.update({k: v for k, v in vars(_mod).items() if not k.startswith("_")})
+    except Exception as exc:
+        print("preamble: sgl_kernel not loaded:", exc)
+"""
+
+
+def upstream_scripts() -> int:
+    """``--upstream`` (module docstring): 0 when every script ran to its end or to its own failed
+    assertion (the defect shown); any other error (an import, a CUDA error) is 1."""
+    import re
+    import subprocess
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    trouble = 0
+    for report in sorted((root / "docs" / "findings").glob("upstream-*.md")):
+        blocks = re.findall(r"```python\n(.*?)```", report.read_text(), flags=re.S)
+        if not blocks:
+            print(f"{report.name}: no python block")
+            trouble += 1
+            continue
+        started = time.perf_counter()
+        try:
+            done = subprocess.run([sys.executable, "-c", TRIMMED_PREAMBLE + blocks[0]], capture_output=True,
+                                  text=True, timeout=120, cwd=root)
+            rc, text = done.returncode, (done.stdout + done.stderr).strip()
+        except subprocess.TimeoutExpired:
+            rc, text = "timeout", "no result within 120 s"
+        lines = text.splitlines()
+        frames = [line for line in lines if line.lstrip().startswith('File "')]
+        own_assert = bool(lines) and lines[-1].startswith("AssertionError") and bool(frames) \
+            and frames[-1].lstrip().startswith('File "<string>"')  # the script's assert, not torch's
+        shown = "DEFECT SHOWN (the script's assertion failed)" if own_assert else f"exit {rc}"
+        if not (rc == 0 or own_assert):
+            trouble += 1
+        tail = " | ".join(text.splitlines()[-4:])[:600]
+        print(f"{report.name}: {shown} in {time.perf_counter() - started:.1f}s -- {tail}", flush=True)
+    return 1 if trouble else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help=f"any of {', '.join(CHECKS)} (default: all)")
     parser.add_argument("--json", help="write the verdicts and evidence here")
+    parser.add_argument("--upstream", action="store_true", help="run the upstream reports' scripts")
     args = parser.parse_args(argv)
+    if args.upstream:
+        return upstream_scripts()
     unknown = sorted(set(args.names) - set(CHECKS))
     if unknown:
         parser.error(f"unknown reproductions {unknown}; known: {', '.join(CHECKS)}")

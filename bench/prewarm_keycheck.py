@@ -9,6 +9,14 @@ run the same properties for real, and print every Triton key the real launches a
 prewarm should have built. Each is printed next to the closest prewarmed key of that kernel with
 the characters that differ, which names the specialisation field (or launch option) the prewarm's
 stand-in arguments get wrong. Exit 0 when no launch needed a key the prewarm did not build.
+
+    python bench/prewarm_keycheck.py --seed S --calls [--only NAME ...] [--supervised]
+
+instead compares the kernel calls themselves: each property is planned in this process (as a
+prewarm worker does) and run for real (in this process, or with ``--supervised`` through check's
+worker), every call's layout (shapes, strides, dtypes, alignment, flags and a digest of the small
+tensors) is logged, and the first call where the two sequences part is printed. A plan that makes
+other calls than the run it stands for misses that run's keys.
 """
 
 from __future__ import annotations
@@ -47,6 +55,84 @@ def differing(a: str, b: str) -> str:
     return "; ".join(parts[:4])
 
 
+def call_layout(what: str, batch) -> tuple:
+    """What a call's specialisation keys can depend on (and the small tensors' content)."""
+    import hashlib
+
+    import torch
+
+    def tensor(t):
+        if t is None:
+            return None
+        return (str(t.dtype), tuple(t.shape), tuple(t.stride()), t.data_ptr() % 16)
+    small = hashlib.sha1()
+    for name in ("cu_num_draft_tokens", "draft_token_ids", "temperature"):
+        t = getattr(batch, name, None)
+        if isinstance(t, torch.Tensor):
+            small.update(t.detach().cpu().numpy().tobytes())
+    return (what, batch.method, tensor(batch.target_logits), tensor(batch.draft_logits),
+            getattr(batch, "want_logprobs", None), getattr(batch, "max_chunk_bytes", None),
+            small.hexdigest()[:10])
+
+
+class LoggedKernel:
+    """A kernel whose ``verify`` / ``random_draws`` calls are logged (``call_layout``)."""
+
+    def __init__(self, inner, log: list):
+        self._inner, self._log = inner, log
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def verify(self, batch):
+        self._log.append(call_layout("verify", batch))
+        return self._inner.verify(batch)
+
+    def random_draws(self, batch):
+        self._log.append(call_layout("random_draws", batch))
+        return self._inner.random_draws(batch)
+
+
+def compare_calls(args) -> int:
+    """``--calls``: planned and real call sequences per property (module docstring)."""
+    import torch
+
+    from harness.compiles.planning import GPU_DEVICE_TYPE, PlannedKernel, gpu_planning
+    from harness.execution.supervisor import supervise
+    from harness.plugins import load_kernel
+    from harness.profiles import PROFILES
+    from harness.properties import REGISTRY
+    from harness.properties.base import RunContext
+    from harness.runner import run_properties
+
+    spec = "harness.adapters.triton_kernels:kernel"
+    profile = PROFILES[args.profile]
+    parted = 0
+    for name in args.only:
+        planned, real = [], []
+        ctx = RunContext(profile, torch.device(args.device), args.seed, spec)
+        ctx.extra.update(sized_for=GPU_DEVICE_TYPE, stat_seconds_per_property=float("inf"))
+        with gpu_planning():
+            REGISTRY[name].run(LoggedKernel(PlannedKernel(load_kernel(spec)), planned), ctx)
+        ctx = RunContext(profile, torch.device(args.device), args.seed, spec)
+        kernel = load_kernel(spec)
+        if args.supervised:
+            kernel = supervise(kernel, spec, profile, False)
+        (res,) = run_properties(LoggedKernel(kernel, real), ctx, [REGISTRY[name]], allow_subprocess=False)
+        first = next((i for i, (a, b) in enumerate(zip(planned, real, strict=False)) if a != b), None)
+        if first is None and len(planned) != len(real):
+            first = min(len(planned), len(real))
+        note = (res.note or (str(res.failures[0])[:300] if res.failures else ""))
+        print(f"{name}: {res.verdict} {note}; {len(planned)} planned calls, {len(real)} real; "
+              + ("the same" if first is None else f"first difference at call {first}"), flush=True)
+        if first is not None:
+            parted += 1
+            for i in range(max(0, first - 1), min(first + 3, max(len(planned), len(real)))):
+                print(f"  plan [{i}] {planned[i] if i < len(planned) else '-'}")
+                print(f"  real [{i}] {real[i] if i < len(real) else '-'}")
+    return 1 if parted else 0
+
+
 def main() -> int:
     import torch
 
@@ -62,7 +148,12 @@ def main() -> int:
     p.add_argument("--only", nargs="+", default=["structural"])
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--limit", type=int, default=12)
+    p.add_argument("--calls", action="store_true", help="compare planned and real kernel calls instead")
+    p.add_argument("--supervised", action="store_true", help="--calls: the real run through check's worker")
+    p.add_argument("--device", default="cuda", help="--calls: where cases live (cpu: interpreter)")
     args = p.parse_args()
+    if args.calls:
+        return compare_calls(args)
 
     t0 = time.perf_counter()
     planned = planned_keys(args.profile, args.seed, "cuda", args.jobs, args.only)

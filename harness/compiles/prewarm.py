@@ -109,10 +109,11 @@ def _compile_some(records: list) -> tuple[int, list[str]]:
     return done, errors
 
 
-def _plan_one(args: tuple) -> tuple[str, float, list]:
-    """In a worker: ``(property, seconds, keys)``, the keys one property of a planned check launches
-    (those planned before a property fails to plan: a harness error there must not stop the
-    prewarm)."""
+def _plan_one(args: tuple) -> tuple[str, float, list, str]:
+    """In a worker: ``(property, seconds, keys, trouble)``, the keys one property of a planned check
+    launches. A plan must pass: a failing or erroring one has left the real run's cases (Hypothesis
+    shrinks), so ``trouble`` says why, and the keys planned so far are still returned (a harness error
+    there must not stop the prewarm)."""
     kernel_spec, profile_name, max_examples, seed, device, name = args
     import dataclasses
 
@@ -132,12 +133,18 @@ def _plan_one(args: tuple) -> tuple[str, float, list]:
     started = time.perf_counter()
     with gpu_planning() as log:
         kernel = PlannedKernel(load_kernel(kernel_spec))
+        trouble = ""
         try:
             if REGISTRY[name].claimed(kernel):
-                REGISTRY[name].run(kernel, ctx)
-        except Exception:  # noqa: BLE001 -- what was planned so far is still worth compiling
-            pass
-    return name, time.perf_counter() - started, sorted({(r.kernel, r.key) for r in log.records})
+                result = REGISTRY[name].run(kernel, ctx)
+                if result.verdict not in ("pass", "not claimed"):
+                    trouble = f"{result.verdict}: {result.note[:300]}"
+                    if result.failures:
+                        trouble += f" {str(result.failures[0])[:300]}"
+        except Exception as exc:  # noqa: BLE001 -- what was planned so far is still worth compiling
+            trouble = f"{type(exc).__name__}: {str(exc)[:300]}"
+    keys = sorted({(r.kernel, r.key) for r in log.records})
+    return name, time.perf_counter() - started, keys, trouble
 
 
 def _one_thread() -> None:
@@ -165,8 +172,8 @@ def planned_keys(profile: str, seed: int, device: str, jobs: int, names=None,
         with _pool(jobs) as pool:
             planned = list(pool.map(_plan_one, work))
     if seconds is not None:
-        seconds.update({name: took for name, took, _ in planned})
-    return {k for _, _, keys in planned for k in keys}
+        seconds.update({name: took for name, took, _, _ in planned})
+    return {k for _, _, keys, _ in planned for k in keys}
 
 
 def compile_keys(keys, jobs: int) -> tuple[int, list[str]]:
@@ -256,12 +263,14 @@ def prewarm(profile: str, seed: int, jobs: int | None = None, device: str = "cud
 
     work = [(kernel_spec, profile, max_examples, seed, device, n) for n in (names or list(REGISTRY))]
     skip = manifests.compiled() if manifests is not None else set()
-    keys, queued, seconds, done, errors = set(), set(), {}, 0, []
+    keys, queued, seconds, done, errors, troubles = set(), set(), {}, 0, [], []
     if jobs == 0:
         for args in work:
-            name, took, planned = _plan_one(args)
+            name, took, planned, trouble = _plan_one(args)
             seconds[name] = took
             keys.update(planned)
+            if trouble:
+                troubles.append(f"{name}: {trouble}")
         planned_at = time.perf_counter()
         done, errors = compile_keys(keys - skip, 0)
     else:
@@ -269,9 +278,11 @@ def prewarm(profile: str, seed: int, jobs: int | None = None, device: str = "cud
             plans = [pool.submit(_plan_one, args) for args in work]
             compiles = []
             for future in as_completed(plans):
-                name, took, planned = future.result()
+                name, took, planned, trouble = future.result()
                 seconds[name] = took
                 keys.update(planned)
+                if trouble:
+                    troubles.append(f"{name}: {trouble}")
                 for record in sorted(set(planned) - skip - queued):
                     queued.add(record)
                     compiles.append(pool.submit(_compile_some, [record]))
@@ -287,6 +298,8 @@ def prewarm(profile: str, seed: int, jobs: int | None = None, device: str = "cud
         f"of them new, all compiled {time.perf_counter() - planned_at:.1f}s after the last plan "
         f"({time.perf_counter() - started:.1f}s in all, {jobs} processes)"
         + (f"; {len(errors)} failed (they compile on demand): {errors[:3]}" if errors else ""))
+    for trouble in troubles:  # the run will compile what this plan missed
+        say(f"prewarm: the plan of {trouble}")
     return len(keys) - len(errors)
 
 
