@@ -6,13 +6,19 @@
 # reproductions (bench/engine_repros.py) and the upstream reports' standalone scripts
 # (bench/engine_repros.py --upstream). The four verifiers run side by side on the one GPU (their time
 # is host work: Hypothesis, the float64 oracle); FlashInfer builds its sampling module first. Beside
-# them, bench/prewarm_keycheck.py --calls compares our kernels' planned and real calls (CALLS_ONLY).
+# them, bench/prewarm_keycheck.py --calls compares our kernels' planned and real calls (CALLS_ONLY,
+# CALLS_MODES: in-process and/or supervised).
 #
 #   carry: .engines (docs/engines.md), .whl and .vllm (docs/vllm.md)
 #   usage: bash bench/scorecard_gpu.sh OUT      env: SEEDS="101 102" EXAMPLES=6 DEADLINE_S=400
-# OUT gets scorecard-logs.tgz (every log and report.json) and summary.txt (one line per check).
+#          JOBS="sglang flashinfer vllm-mrv2 vllm-mrv2_skip_masked calls" (any of them; default all)
+# OUT gets scorecard-logs.tgz (every log and report.json) and summary.txt (one line per check): a
+# device run returns only a few files.
 set -uo pipefail
-out=${1:?out dir}; seeds=(${SEEDS:-101 102}); examples=${EXAMPLES:-6}; deadline=${DEADLINE_S:-400}
+final=${1:?out dir}; seeds=(${SEEDS:-101 102}); examples=${EXAMPLES:-6}; deadline=${DEADLINE_S:-400}
+jobs=" ${JOBS:-sglang flashinfer vllm-mrv2 vllm-mrv2_skip_masked calls} "
+out=$(mktemp -d /tmp/scorecard.XXXX); mkdir -p "$final"
+want() { [[ $jobs == *" $1 "* ]]; }
 site=/tmp/site; vsite=/tmp/vsite; vtree=/tmp/vllm-0.34.0
 mkdir -p "$site" "$vsite" "$vtree" "$out"
 t0=$(date +%s)
@@ -30,10 +36,14 @@ for pair in tvm_ffi:apache_tvm_ffi pynvml:nvidia_ml_py requests:requests urllib3
   python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .engines/wheels/"${pair#*:}"-*.whl \
     >>"$out/install.log" 2>&1 || echo "install of ${pair#*:} failed"
 done
-tar -xzf .engines/flashinfer-0.7.4-sampling.tar.gz -C "$site" && tar -xzf .engines/sglang-kernel-0.4.6-sm90.tar.gz -C "$site"
-python3 -m pip install -q --no-index --no-deps --no-compile --target "$vsite" .whl/*.whl .engines/wheels/apache_tvm_ffi-*.whl \
-  >>"$out/install.log" 2>&1 || echo "vllm wheels: install failed (install.log)"
-tar -xzf .vllm/vllm-0.34.0-py.tar.gz -C "$vtree"
+if [ -d .engines ]; then
+  tar -xzf .engines/flashinfer-0.7.4-sampling.tar.gz -C "$site" && tar -xzf .engines/sglang-kernel-0.4.6-sm90.tar.gz -C "$site"
+fi
+if [ -d .vllm ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$vsite" .whl/*.whl $(ls .engines/wheels/apache_tvm_ffi-*.whl 2>/dev/null) \
+    >>"$out/install.log" 2>&1 || echo "vllm wheels: install failed (install.log)"
+  tar -xzf .vllm/vllm-0.34.0-py.tar.gz -C "$vtree"
+fi
 engines_path="$PWD:$site"; vllm_path="$PWD:$vtree:$vsite"
 say "installed"
 
@@ -53,9 +63,9 @@ replay() {  # label pythonpath spec
 }
 
 # 2. side by side: SGLang; FlashInfer (build, then checks); vLLM mrv2; vLLM mrv2_skip_masked
-( for s in "${seeds[@]}"; do check sglang "$engines_path" harness.adapters.sglang:chain "$s"; done
+want sglang && ( for s in "${seeds[@]}"; do check sglang "$engines_path" harness.adapters.sglang:chain "$s"; done
   replay sglang "$engines_path" harness.adapters.sglang:chain ) &
-( start=$(date +%s)
+want flashinfer && ( start=$(date +%s)
   PYTHONPATH=$engines_path timeout 240 python3 -c "
 import time, torch
 from harness.adapters import flashinfer as f
@@ -68,17 +78,19 @@ torch.cuda.synchronize(); print(f'sampling module ready in {time.perf_counter() 
   replay flashinfer "$engines_path" harness.adapters.flashinfer:chain
   PYTHONPATH=$engines_path timeout 150 python3 bench/engine_repros.py --json "$out/repros.json" >"$out/repros.log" 2>&1
   PYTHONPATH=$engines_path timeout 150 python3 bench/engine_repros.py --upstream >"$out/upstream.log" 2>&1 ) &
-( for s in "${seeds[@]}"; do check vllm-mrv2 "$vllm_path" harness.adapters.vllm:mrv2 "$s"; done
+want vllm-mrv2 && ( for s in "${seeds[@]}"; do check vllm-mrv2 "$vllm_path" harness.adapters.vllm:mrv2 "$s"; done
   replay vllm-mrv2 "$vllm_path" harness.adapters.vllm:mrv2 ) &
-( for s in "${seeds[@]}"; do check vllm-mrv2_skip_masked "$vllm_path" harness.adapters.vllm:mrv2_skip_masked "$s"; done ) &
+want vllm-mrv2_skip_masked && ( for s in "${seeds[@]}"; do check vllm-mrv2_skip_masked "$vllm_path" harness.adapters.vllm:mrv2_skip_masked "$s"; done ) &
 # our kernels: do planned and real calls part (issue 49's plan misses; bench/prewarm_keycheck.py --calls)
-( for mode in "" --supervised; do
+want calls && ( for mode in ${CALLS_MODES:-in-process supervised}; do
     cap=$(left); [ "$cap" -le 30 ] && break
+    flag=""; [ "$mode" = supervised ] && flag=--supervised
     PYTHONPATH=$PWD TRITON_CACHE_DIR=/tmp/calls-triton timeout "$cap" python3 bench/prewarm_keycheck.py --seed 11 \
-      --calls --only ${CALLS_ONLY:-law_consequences point_mass_identity} $mode >>"$out/calls.log" 2>&1
+      --calls --only ${CALLS_ONLY:-law_consequences point_mass_identity} $flag >>"$out/calls.log" 2>&1
   done ) &
 wait
 say "done"
 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 >>"$out/summary.txt"
 sort "$out/summary.txt"; cat "$out/repros.log" "$out/upstream.log" "$out/calls.log" 2>/dev/null | grep -v Warning | cut -c1-400
-tar -czf "$out/scorecard-logs.tgz" -C "$out" --exclude scorecard-logs.tgz .
+cp "$out/summary.txt" "$final/"
+tar -czf "$final/scorecard-logs.tgz" -C "$out" .
