@@ -151,6 +151,19 @@ PROBE_REQUESTS = 16
 TIME_SIZED = "time-sized"
 
 
+def timed_probe(call: Callable[[], None], device: torch.device) -> float:
+    """Seconds of ``call`` (a probe's kernel calls); on a GPU after one untimed call that absorbs JIT
+    compilation, and synchronised, so that asynchronous work is counted."""
+    if device.type == "cuda":
+        call()
+        torch.cuda.synchronize(device)
+    began = time.perf_counter()
+    call()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - began
+
+
 @dataclass
 class SamplePlan:
     """Samples per assertion (in the property's order; 0: left out) and the note that says why the
@@ -176,9 +189,13 @@ def sized_samples(
     """The samples each assertion of property ``name`` takes (``wants``: the profile's sizes, in
     priority order; ``labels`` name them), or a "skipped" result.
 
-    The kernel time ``wants`` would take is projected from ``kernel_cost`` (and off a GPU from
-    ``probe``, which times ``PROBE_REQUESTS`` requests of the property's own size: a request's cost
-    there grows with its logits, and the pilot's has 32). Within the profile's seconds for one
+    The kernel time ``wants`` would take is projected from ``kernel_cost`` and from ``probe``, which
+    times ``PROBE_REQUESTS`` requests of the property's own size (after one untimed call on a GPU,
+    which absorbs JIT compiles: ``timed_probe``): a request's cost grows with its logits, and the
+    pilot's has 32. On a GPU that matters for kernels whose host side handles the logits (an engine
+    adapter's softmax over 262144-wide rows): from the pilot alone, FlashInfer's and SGLang's
+    first-token law projected minutes less than they took (H100, 2026-12-07: over 195 s and 312 s,
+    cut unfinished). Within the profile's seconds for one
     property (``STAT_SECONDS_PER_PROPERTY``, or ``ctx.extra["stat_seconds_per_property"]``, set by
     tests and benches; times ``STAT_SECONDS_SHARE[name]``) the plan is ``wants``. Over them the run is
     time-sized (module docstring): every assertion takes ``min(want, n)`` with ``n`` the largest power
@@ -193,7 +210,7 @@ def sized_samples(
     budget = per_property * STAT_SECONDS_SHARE.get(name, 1.0)
     total = sum(wants)
     projected = projected_seconds(kernel, ctx, total)
-    if probe is not None and ctx.device.type != "cuda" and total:
+    if probe is not None and total:
         projected = max(projected, total * probe() / PROBE_REQUESTS)
     if ctx.extra.get(STATISTICS_END_KEY) is not None and total:
         budget = _window_share(ctx, name, projected / total, budget)
@@ -653,11 +670,10 @@ def marginal_plan(
     keys = [(p, m) for p in pairs for m in sorted(kernel.methods, reverse=True)]
 
     def probe() -> float:  # the deepest pair has more rows per request than the pilot (9 vs 7)
-        began = time.perf_counter()
         cell_of, num_cells = _sequence_cell_of(pairs[0].vocab, pairs[0].gamma)
-        count_cells(kernel, _model_pair_batches(pairs[0], keys[0][1], PROBE_REQUESTS, 0, ctx.device),
-                    cell_of, num_cells)
-        return time.perf_counter() - began
+        return timed_probe(lambda: count_cells(
+            kernel, _model_pair_batches(pairs[0], keys[0][1], PROBE_REQUESTS, 0, ctx.device),
+            cell_of, num_cells), ctx.device)
 
     cache = ctx.extra.setdefault("statistical_marginal_probe", {})  # one probe for the three properties
     timed = lambda: cache[id(kernel)] if id(kernel) in cache else cache.setdefault(id(kernel), probe())  # noqa: E731
@@ -923,10 +939,10 @@ class FirstTokenLaw(_Statistical):
         keys = [(k, m) for k in range(len(rows)) for m in sorted(kernel.methods)]
 
         def probe() -> float:
-            began = time.perf_counter()
-            batches = _first_token_batches(rows[0], sorted(kernel.methods)[0], PROBE_REQUESTS, 0, ctx.device)
-            count_cells(kernel, batches, lambda o, b, a: o.num_emitted * 0, 1)
-            return time.perf_counter() - began
+            method = sorted(kernel.methods)[0]
+            return timed_probe(lambda: count_cells(
+                kernel, _first_token_batches(rows[0], method, PROBE_REQUESTS, 0, ctx.device),
+                lambda o, b, a: o.num_emitted * 0, 1), ctx.device)
 
         plan = sized_samples(kernel, ctx, self.name,
                              [samples_needed(ctx, _positive_cells(laws[k][1])) for k, _ in keys],
