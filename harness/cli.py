@@ -108,7 +108,7 @@ def run_check(args: argparse.Namespace) -> int:
     import torch
 
     from harness.campaigns.fuzz import UsageError, parse_duration
-    from harness.contract import capabilities_of, domain_of
+    from harness.contract import KernelNotReady, capabilities_of, domain_of, prepare_kernel
     from harness.execution.supervisor import close, profile_with_limits, supervise
     from harness.plugins import PluginError, load_kernel
     from harness.profiles import PROFILES, active_profile_name
@@ -166,6 +166,11 @@ def run_check(args: argparse.Namespace) -> int:
         return USAGE_ERROR
     if device.type not in capabilities_of(kernel).devices:
         print(f"error: kernel {kernel.name!r} does not run on {device.type}", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        prepare_kernel(kernel)
+    except KernelNotReady as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return USAGE_ERROR
 
     command = (

@@ -142,16 +142,50 @@ class Capabilities:
     # batch-invariant): ``batch_invariance`` then judges its greedy requests only (deterministic
     # whatever the slot); in distribution, the statistical layer's replicas fill every slot.
     randomness_per_request: bool = True
+    # How a greedy row (T == 0) breaks an exact tie between maximal logits. "lowest": the lowest
+    # index (ours, vLLM, the reference). "any": any maximal token may be the row's argmax (SGLang, whose
+    # greedy rows beside a sampled request go through top-k renormalisation with k = 1 and a coin,
+    # docs/findings/sglang-kernel-0.4.6.md): greedy outputs are then judged valid, not equal, where a
+    # row ties (a draft that is a maximum may be accepted or rejected; the token emitted in its place is
+    # a maximum), and are still exact wherever the maximum is strict.
+    greedy_ties: str = "lowest"
+
+    def __post_init__(self):
+        if self.greedy_ties not in GREEDY_TIE_RULES:
+            raise ValueError(f"greedy_ties must be one of {GREEDY_TIE_RULES}, not {self.greedy_ties!r}")
+
+
+GREEDY_TIE_RULES = ("lowest", "any")
 
 
 @runtime_checkable
 class KernelUnderTest(Protocol):
-    """The plug-in protocol. ``random_draws`` and ``capabilities`` are optional attributes."""
+    """The plug-in protocol. ``random_draws``, ``capabilities`` and ``prepare`` are optional
+    attributes. ``prepare()``, when present, is called once before any property runs (``check``,
+    ``replay``, ``fuzz``); an exception there means the kernel cannot run on this machine (a missing
+    dependency, a failed import): the command stops with that message and exit status 2 instead of
+    reporting every case as the kernel's failure."""
 
     name: str
     methods: frozenset
 
     def verify(self, batch: VerifyBatch) -> VerifyOutput: ...
+
+
+class KernelNotReady(RuntimeError):
+    """``prepare_kernel``: the kernel's ``prepare()`` raised (its message says why)."""
+
+
+def prepare_kernel(kernel: object) -> None:
+    """Call the kernel's optional ``prepare()`` (KernelUnderTest); raises ``KernelNotReady``."""
+    prepare = getattr(kernel, "prepare", None)
+    if not callable(prepare):
+        return
+    try:
+        prepare()
+    except Exception as exc:  # noqa: BLE001 -- any failure there is a setup problem, stated as such
+        raise KernelNotReady(f"{getattr(kernel, 'name', kernel)!r} cannot run here: "
+                             f"{type(exc).__name__}: {exc}") from exc
 
 
 def capabilities_of(kernel: object) -> Capabilities:
@@ -167,6 +201,7 @@ def domain_of(kernel: object) -> dict:
         "methods": sorted(getattr(kernel, "methods", ())),
         "dtypes": sorted(str(d).replace("torch.", "") for d in caps.dtypes),
         "greedy": caps.greedy,
+        **({"greedy_ties": caps.greedy_ties} if caps.greedy_ties != "lowest" else {}),
         "min_temperature": caps.min_temperature,
         "point_mass_drafts": caps.point_mass_drafts,
         "draft_logits": caps.draft_logits,

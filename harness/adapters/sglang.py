@@ -51,7 +51,9 @@ up to the first ``-1``; ``num_emitted = accept_token_num + 1``.
 Domain (``Capabilities``): token verification of point-mass drafts only (``draft_logits=False``: the
 kernel has no draft distribution), greedy rows, logits of any float dtype (cast to float32 as SGLang's
 logits processor hands them over), positive temperatures from 1e-6 (``min_temperature``), no chunking,
-no logprobs. No ``random_draws``: the contract's sampling uniforms feed a Gumbel race per vocabulary
+no logprobs; a greedy row's exact tie may go to any maximum (``greedy_ties="any"``: in a mixed batch
+greedy rows are sampled after ``top_k_renorm_probs(k = 1)``, which keeps every tied maximum).
+No ``random_draws``: the contract's sampling uniforms feed a Gumbel race per vocabulary
 entry, and SGLang draws its correction by inverse CDF from one coin, so exact coupling of the whole
 output is impossible (the acceptance coins alone would couple).
 """
@@ -208,7 +210,11 @@ class SglangChain:
 
     name = "sglang-kernel-0.4.6-chain"
     methods = frozenset({"token"})
-    capabilities = chain_verifier(draft_logits=False, min_temperature=SGLANG_MIN_TEMPERATURE)
+    # greedy_ties="any": beside a sampled request a greedy row is a top-1 renormalised row sampled with
+    # a coin, so exact ties go to any maximum (H100, 2026-12-07: bench/engine_repros.py sglang-greedy-ties
+    # emitted 5 or 3 for maxima {0, 3, 5} by coin; alone, argmax gives 0)
+    capabilities = chain_verifier(draft_logits=False, min_temperature=SGLANG_MIN_TEMPERATURE,
+                                  greedy_ties="any")
 
     def coins(self, batch: VerifyBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """``(uniform_samples [R, K + 1], uniform_samples_for_final_sampling [R])`` this adapter passes:

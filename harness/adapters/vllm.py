@@ -248,6 +248,13 @@ def _import_vllm() -> dict:
     """
     found = installed_version()
     newer = _version_verdict(found)
+    try:
+        return _import_vllm_modules(found, newer)
+    except ImportError as exc:  # a dependency of vLLM's import chain is missing or of the wrong version
+        raise VllmUnavailable(f"vLLM {found} cannot be imported here: {type(exc).__name__}: {exc}") from exc
+
+
+def _import_vllm_modules(found: str, newer: str | None) -> dict:
     with _triton_visible_to_vllm(), _tolerate_opaque_types():
         if torch.cuda.is_available():
             _stand_in_extensions()
@@ -458,6 +465,14 @@ class VllmMRV2:
 
     def __init__(self, skip_masked_vocab_blocks: bool = False):
         self.skip_masked_vocab_blocks = skip_masked_vocab_blocks
+
+    def prepare(self) -> None:
+        """Import vLLM before any property runs (contract ``prepare``): a broken install (H100,
+        2026-12-07: a huggingface-hub that vLLM's transformers refuses) then stops ``check`` with the
+        reason instead of failing every case with the same ImportError."""
+        api = _import_vllm()
+        if self.skip_masked_vocab_blocks and not api["skip_masked_vocab_blocks"]:
+            raise VllmUnavailable(f"vLLM {api['version']}'s rejection_sample has no skip_masked_vocab_blocks")
 
     @property
     def name(self) -> str:

@@ -409,6 +409,7 @@ def replay(entry: Entry, where: str, kernel: object, ctx, only: list[str] | None
 def _cmd_replay(args) -> int:
     import torch
 
+    from harness.contract import KernelNotReady, prepare_kernel
     from harness.execution.supervisor import close, profile_with_limits, supervise
     from harness.plugins import PluginError, load_kernel
     from harness.profiles import PROFILES, active_profile_name
@@ -416,8 +417,9 @@ def _cmd_replay(args) -> int:
 
     try:
         kernel = load_kernel(args.kernel)
+        prepare_kernel(kernel)
         files = [] if args.case else corpus_files(args.paths)
-    except PluginError as exc:
+    except (PluginError, KernelNotReady) as exc:
         print(f"replay: {exc}")
         return 2
     if not files and not args.case:

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.campaigns.merge import failure_key
+from harness.contract import KernelNotReady, prepare_kernel
 from harness.execution.kernel_calls import KernelFault
 from harness.plugins import DEFAULT_KERNEL_SPEC as DEFAULT_KERNEL  # one default for every command
 from harness.properties.base import (
@@ -647,9 +648,10 @@ def _cmd_fuzz(args) -> int:
         if args.profile not in PROFILES:
             raise UsageError(f"unknown profile {args.profile!r}; known: {sorted(PROFILES)}")
         kernel = load_kernel(args.kernel)
+        prepare_kernel(kernel)
         claimed, not_claimed = select_properties(kernel, args.only)
         profile = profile_with_limits(PROFILES[args.profile], args)
-    except (UsageError, PluginError, ValueError) as exc:
+    except (UsageError, PluginError, ValueError, KernelNotReady) as exc:
         print(f"fuzz: {exc}", file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(8), "little") >> 1

@@ -9,7 +9,8 @@ one output on every such fact (pure function; ``Tally`` counts what was judged):
   emitted from (raw logits for greedy rows), within ``harness.judging.tolerances.LOGPROB_TOLERANCE`` of the
   logit dtype;
 - ``greedy_not_argmax``: a greedy row (``T == 0``) accepts exactly the drafts that are the lowest-index
-  argmax of their rows, up to the first that is not, and then emits that row's argmax;
+  argmax of their rows, up to the first that is not, and then emits that row's argmax (a kernel whose
+  tie rule is "any", ``Capabilities.greedy_ties``: any maximum, ``greedy_output_ok``);
 - ``token_rejected_sure_accept``: token verification accepts every draft with ``b(x) > q(x)``
   (``u * q(x) < q(x) < b(x)`` for every ``u < 1``), so such a draft is never the rejected one;
 - ``correction_is_rejected_draft`` / ``correction_outside_residual``: a correction is drawn from the
@@ -116,9 +117,11 @@ class _Request:
 
 
 def consequence_violations(
-    batch: VerifyBatch, out: VerifyOutput, logprobs_claimed: bool, tally: Tally | None = None
+    batch: VerifyBatch, out: VerifyOutput, logprobs_claimed: bool, tally: Tally | None = None,
+    greedy_ties: str = "lowest",
 ) -> list[Consequence]:
-    """Every violation of the facts in the module docstring (the contract must already hold)."""
+    """Every violation of the facts in the module docstring (the contract must already hold);
+    ``greedy_ties``: the kernel's tie rule for greedy rows (``Capabilities.greedy_ties``)."""
     tally = tally if tally is not None else Tally()
     target, draft = _f64(batch.target_logits), _f64(batch.draft_logits)
     cu = batch.cu_num_draft_tokens.cpu().tolist()
@@ -146,7 +149,7 @@ def consequence_violations(
         if lp is not None:
             bad += _logprob_violations(batch, req, log_b, lp[r], tally)
         if req.temperature == 0.0:
-            bad += _greedy_violations(req, tally)
+            bad += _greedy_violations(req, tally, greedy_ties)
         elif batch.method == "token":
             bad += _token_violations(req, log_b, _log_draft(req, vocab), tally)
         else:
@@ -191,7 +194,39 @@ def _logprob_violations(batch, req: _Request, log_b: np.ndarray, lp_row: np.ndar
     return []
 
 
-def _greedy_violations(req: _Request, tally: Tally) -> list[Consequence]:
+def row_maxima(row) -> set[int]:
+    """The ids of a raw-logit row's maximal entries (NaN as ``-inf``; every id when none is finite)."""
+    z = np.asarray(row, dtype=np.float64)
+    z = np.where(np.isnan(z), -np.inf, z)
+    return {int(i) for i in np.flatnonzero(z == z.max())}
+
+
+def greedy_output_ok(target_rows, drafts: list[int], emitted: list[int], ties: str) -> bool:
+    """Whether ``emitted`` is a greedy request's output under the kernel's tie rule
+    (``Capabilities.greedy_ties``): "lowest" exactly the lowest-index argmax rule; "any" accepted
+    drafts that are maxima of their rows, then a maximum of the next row in the place of its draft
+    (a draft that is itself a maximum may be rejected only for another maximum)."""
+    argmax, _ = greedy_argmax(target_rows)
+    if ties != "any":
+        tau = 0
+        while tau < len(drafts) and drafts[tau] == int(argmax[tau]):
+            tau += 1
+        return emitted == [*drafts[:tau], int(argmax[tau])]
+    if not emitted or len(emitted) > len(drafts) + 1:
+        return False
+    tau = len(emitted) - 1
+    if emitted[:tau] != drafts[:tau]:
+        return False
+    if any(d not in row_maxima(target_rows[j]) for j, d in enumerate(drafts[:tau])):
+        return False
+    last = emitted[tau]
+    return last in row_maxima(target_rows[tau]) and (tau == len(drafts) or last != drafts[tau])
+
+
+def _greedy_violations(req: _Request, tally: Tally, ties: str = "lowest") -> list[Consequence]:
+    if ties == "any" and greedy_output_ok(req.target, req.drafts, req.emitted, ties):
+        tally.add("greedy requests")
+        return []
     argmax, _ = greedy_argmax(req.target)
     tau = 0
     while tau < req.k and req.drafts[tau] == int(argmax[tau]):
@@ -206,7 +241,8 @@ def _greedy_violations(req: _Request, tally: Tally) -> list[Consequence]:
         Consequence(
             "greedy_not_argmax",
             f"output_token_ids[{req.r},{j}]",
-            f"greedy request {req.r} emitted {req.emitted}; the lowest-index argmax rule gives {want}",
+            f"greedy request {req.r} emitted {req.emitted}; the lowest-index argmax rule gives {want}"
+            + (" (and it is no maximum where a tie would allow another)" if ties == "any" else ""),
             evidence={"request": req.r, "kernel_tokens": req.emitted, "reference_tokens": want,
                       "drafts": req.drafts},
         )

@@ -163,7 +163,7 @@ class LawConsequences(CaseProperty):
         if gate:
             return CaseCheck(findings_from(gate))
         tally = ctx.extra.setdefault(TALLY_KEY, Tally())
-        broken = consequence_violations(batch, out, caps.logprobs, tally)
+        broken = consequence_violations(batch, out, caps.logprobs, tally, caps.greedy_ties)
         return CaseCheck([Finding(b.cls, b.first_field, b.message, evidence=b.evidence) for b in broken[:1]])
 
     def run(self, kernel: object, ctx: RunContext) -> PropertyResult:

@@ -463,6 +463,8 @@ class ConditionalLaw(_Statistical):
             for r in fixed_draft_requests(ctx.rng(self.name, "requests"), caps.dtypes, caps.min_temperature)
             if (caps.point_mass_drafts if r.draft is None else caps.draft_logits)
             and (r.temperature != 0 or caps.greedy)
+            # under an "any maximum" tie rule a tied greedy row has no law (any split over its maxima)
+            and not (r.label == "greedy_ties" and caps.greedy_ties == "any")
         ]
         pairs = [(r, m) for r in requests for m in sorted(kernel.methods)]
         plan = sized_samples(
