@@ -26,7 +26,7 @@ property, which kernel parameters took several classes (the reasons for the coun
   then ``gpu``. Times are those of the planning run, not of a GPU.
 
 On the CPU nothing compiles (the interpreter); keys are computed as Triton would (compile_keys.py).
-The H200 command of issue 32 (one GPU, our kernels, gpu profile, both caches), in bench/fast_verdicts_h200.sh:
+On a GPU (our kernels, gpu profile, both caches):
 
     python bench/check_breakdown.py --profile gpu --device cuda --seed 1 --cold --warm --varied \\
         --json out/breakdown-gpu.json

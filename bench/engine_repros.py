@@ -13,7 +13,7 @@ holds the evidence. Every check can fail: each states what a correct verifier wo
 runs instead the standalone script of each upstream report (the python block of
 docs/findings/upstream-*.md: torch and the engine, no specfuzz) in a fresh process, and prints its
 exit status (an ``AssertionError`` is the defect shown), output and seconds. Where the engine is
-installed trimmed (bench/engines_gpu_check.sh: FlashInfer's package ``__init__`` cannot import, SGLang's
+installed trimmed (bench/scorecard_gpu.sh: FlashInfer's package ``__init__`` cannot import, SGLang's
 is never run) a preamble first makes ``flashinfer.sampling`` / ``sgl_kernel`` importable the way the
 adapters load them; the report's script itself runs unchanged.
 
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown reproductions {unknown}; known: {', '.join(CHECKS)}")
     if not torch.cuda.is_available():
-        print("engine_repros: no CUDA device; these reproductions run on a GPU (bench/engines_gpu_check.sh)")
+        print("engine_repros: no CUDA device; these reproductions run on a GPU (bench/scorecard_gpu.sh)")
         return 0
     results = {}
     for name in args.names or list(CHECKS):

@@ -9,7 +9,8 @@
 # them, bench/prewarm_keycheck.py --calls compares our kernels' planned and real calls (CALLS_ONLY,
 # CALLS_MODES: in-process and/or supervised).
 #
-#   carry: .engines (docs/engines.md), .whl and .vllm (docs/vllm.md)
+#   carry: .engines (docs/engines.md) for FlashInfer and SGLang, .whl and .vllm (docs/vllm.md) for vLLM:
+#          together over a device call's 64 MiB, so run the engines and vLLM as two calls (JOBS)
 #   usage: bash bench/scorecard_gpu.sh OUT      env: SEEDS="101 102" EXAMPLES=6 DEADLINE_S=400
 #          JOBS="sglang flashinfer vllm-mrv2 vllm-mrv2_skip_masked calls" (any of them; default all)
 # OUT gets scorecard-logs.tgz (every log and report.json) and summary.txt (one line per check): a
@@ -40,7 +41,7 @@ if [ -d .engines ]; then
   tar -xzf .engines/flashinfer-0.7.4-sampling.tar.gz -C "$site" && tar -xzf .engines/sglang-kernel-0.4.6-sm90.tar.gz -C "$site"
 fi
 if [ -d .vllm ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$vsite" .whl/*.whl $(ls .engines/wheels/apache_tvm_ffi-*.whl 2>/dev/null) \
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$vsite" .whl/*.whl \
     >>"$out/install.log" 2>&1 || echo "vllm wheels: install failed (install.log)"
   tar -xzf .vllm/vllm-0.34.0-py.tar.gz -C "$vtree"
 fi

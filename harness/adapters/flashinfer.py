@@ -63,7 +63,7 @@ DISTRIBUTION = "flashinfer-python"
 INSTALL_HINT = (
     "pip install flashinfer-python==0.7.4 apache-tvm-ffi nvidia-ml-py on a CUDA machine with nvcc "
     "(the sampling module is compiled at the first call); without a package index see "
-    "docs/engines.md (bench/engines_gpu_check.sh)"
+    "docs/engines.md (bench/scorecard_gpu.sh)"
 )
 _CHAIN_ARGS = (
     "draft_probs", "draft_token_ids", "target_probs", "maybe_output_accepted_token_num",

@@ -76,7 +76,7 @@ SUPPORTED_VERSIONS = ("0.4.6",)
 DISTRIBUTION = "sglang-kernel"
 INSTALL_HINT = (
     "pip install sglang-kernel==0.4.6 (a CUDA 13 machine with torch 2.11); without a package index "
-    "see docs/engines.md (bench/engines_gpu_check.sh)"
+    "see docs/engines.md (bench/scorecard_gpu.sh)"
 )
 SGLANG_MIN_TEMPERATURE = 1e-6  # sglang/srt/sampling/sampling_params.py: _SAMPLING_EPS
 TOP_K_ALL = 1 << 30  # sglang/srt/sampling/sampling_params.py

@@ -1,6 +1,6 @@
 """``harness.adapters.flashinfer`` on a CPU: the argument mapping against a fake ``flashinfer.sampling``
 that records its calls, the unavailable errors and the declared domain. FlashInfer's own kernel needs a
-CUDA device: its verdicts come from ``bench/engines_gpu_check.sh`` on a GPU (docs/engines.md).
+CUDA device: its verdicts come from ``bench/scorecard_gpu.sh`` on a GPU (docs/engines.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``harness.adapters.sglang`` on a CPU: the chain-as-tree mapping against fake ops that record their
 calls, the unavailable errors and the declared domain. SGLang's op library needs CUDA 13 and a GPU: its
-verdicts come from ``bench/engines_gpu_check.sh`` (docs/engines.md).
+verdicts come from ``bench/scorecard_gpu.sh`` (docs/engines.md).
 """
 
 from __future__ import annotations
