@@ -107,7 +107,7 @@ def prewarm_argv(config, gpus: list[str]) -> list[str] | None:
     if not gpus or not torch.cuda.is_available():
         return None
     return ["-m", "harness.compiles.prewarm", "--profile", active_profile_name(), "--seed",
-            os.environ.get("SPECFUZZ_SEED", "0")]
+            os.environ.get("SPECFUZZ_SEED", "0"), "--corpus"]
 
 
 @pytest.fixture(scope="session")

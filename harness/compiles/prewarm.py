@@ -128,14 +128,16 @@ def _plan_one(args: tuple) -> tuple[str, float, list, str]:
     profile = PROFILES[profile_name]
     if max_examples:
         profile = dataclasses.replace(profile, max_examples=max_examples)
-    ctx = RunContext(profile, torch.device(device), seed, kernel_spec)
+    ctx = RunContext(profile, torch.device(device), 0 if name == CORPUS else seed, kernel_spec)
     ctx.extra.update(sized_for=GPU_DEVICE_TYPE, stat_seconds_per_property=float("inf"))
     started = time.perf_counter()
     with gpu_planning() as log:
         kernel = PlannedKernel(load_kernel(kernel_spec))
         trouble = ""
         try:
-            if REGISTRY[name].claimed(kernel):
+            if name == CORPUS:
+                _replay_corpus(kernel, ctx)
+            elif REGISTRY[name].claimed(kernel):
                 result = REGISTRY[name].run(kernel, ctx)
                 if result.verdict not in ("pass", "not claimed"):
                     trouble = f"{result.verdict}: {result.note[:300]}"
@@ -145,6 +147,18 @@ def _plan_one(args: tuple) -> tuple[str, float, list, str]:
             trouble = f"{type(exc).__name__}: {str(exc)[:300]}"
     keys = sorted({(r.kernel, r.key) for r in log.records})
     return name, time.perf_counter() - started, keys, trouble
+
+
+CORPUS = "corpus replay"  # a planning task beside the properties: the regression corpus (``--corpus``)
+
+
+def _replay_corpus(kernel, ctx) -> None:
+    """Every regression-corpus entry replayed on ``kernel``, as tests/harness/test_corpus.py replays
+    them on our kernels (ci profile, seed 0): on a GPU each entry's shapes are their own keys."""
+    from harness.campaigns.corpus import corpus_files, replay_entry
+
+    for path in corpus_files():
+        replay_entry(path, kernel, ctx)
 
 
 def _one_thread() -> None:
@@ -238,10 +252,11 @@ class Manifests:
 
 def prewarm(profile: str, seed: int, jobs: int | None = None, device: str = "cuda",
             kernel_spec: str = OUR_KERNELS, say=print, max_examples: int | None = None,
-            names=None, manifests: Manifests | None | str = "this build") -> int:
+            names=None, manifests: Manifests | None | str = "this build", corpus: bool = False) -> int:
     """Plan and compile a check's keys; returns the number of keys the run launches that are now
     compiled. Only our kernels are planned. ``manifests``: where compiled runs are recorded
-    (default: this build's, in the Triton cache; None: plan and compile every time).
+    (default: this build's, in the Triton cache; None: plan and compile every time). ``corpus``: also
+    the regression corpus's replay (``pytest -n auto``'s controller: tests/harness/test_corpus.py).
 
     Planning and compiling share one pool and overlap: a property's new keys are queued for
     compiling as soon as its plan is done (one key per task, so the pool stays balanced), while
@@ -251,7 +266,8 @@ def prewarm(profile: str, seed: int, jobs: int | None = None, device: str = "cud
         return 0
     if manifests == "this build":
         manifests = Manifests.for_this_build(device)
-    run = Manifests.run_name(profile, seed, max_examples, names, kernel_spec)
+    spec_key = kernel_spec + (" + corpus" if corpus else "")
+    run = Manifests.run_name(profile, seed, max_examples, names, spec_key)
     started = time.perf_counter()
     known = manifests.keys_of(run) if manifests is not None else None
     if known is not None:
@@ -261,7 +277,8 @@ def prewarm(profile: str, seed: int, jobs: int | None = None, device: str = "cud
     jobs = max(1, os.cpu_count() or 1) if jobs is None else jobs
     from harness.properties import REGISTRY
 
-    work = [(kernel_spec, profile, max_examples, seed, device, n) for n in (names or list(REGISTRY))]
+    work = [(kernel_spec, profile, max_examples, seed, device, n)
+            for n in [*(names or list(REGISTRY)), *([CORPUS] if corpus else [])]]
     skip = manifests.compiled() if manifests is not None else set()
     keys, queued, seconds, done, errors, troubles = set(), set(), {}, 0, [], []
     if jobs == 0:
@@ -311,8 +328,9 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=None, help="processes (default: one per CPU)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
+    p.add_argument("--corpus", action="store_true", help="also the regression corpus's replay")
     args = p.parse_args(argv)
-    prewarm(args.profile, args.seed, args.jobs, args.device)
+    prewarm(args.profile, args.seed, args.jobs, args.device, corpus=args.corpus)
     return 0
 
 

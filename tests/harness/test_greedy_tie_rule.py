@@ -65,7 +65,8 @@ def test_greedy_output_ok():
     rows = np.array([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 1.0, 0.0], [0.0, 0.0, 0.0, 5.0]])
     for ties, cases in {
         "lowest": {((1, 0), (1, 0, 3)): True, ((2, 0), (1,)): True, ((2, 0), (2,)): False},
-        "any": {((2, 1), (2, 1, 3)): True, ((2, 1), (1,)): True, ((2, 1), (2, 0)): True,  # a tied maximum rejected for another
+        "any": {((2, 1), (2, 1, 3)): True, ((2, 1), (1,)): True,
+                ((2, 1), (2, 0)): True,  # a tied maximum rejected for another
                 ((2, 1), (2,)): False,  # a maximum rejected for itself
                 ((2, 1), (3,)): False,  # no maximum
                 ((0, 1), (0, 1, 3)): False,  # accepted a draft that is no maximum

@@ -68,6 +68,25 @@ def test_planning_makes_the_launches_of_a_real_run():
     assert real_keys and real_keys == planned_keys
 
 
+@pytest.mark.interpreter
+@pytest.mark.skipif(not _device.INTERPRETING, reason="compares interpreter launches with a plan made with "
+                    "the interpreter's tuning")
+@pytest.mark.parametrize("entry", ["degenerate-vocab-2-block", "degenerate-greedy-exact-ties"])
+def test_planning_the_corpus_replay_makes_its_launches(entry):
+    """The controller's prewarm plans the regression corpus's replay too (``--corpus``): planned with
+    the interpreter's settings, an entry's replay makes the launches of a real replay."""
+    from harness.adapters.triton_kernels import kernel
+    from harness.campaigns.corpus import CORPUS_DIR, replay_entry
+
+    path = f"{CORPUS_DIR}/{entry}.json"
+    with LaunchLog() as log:
+        real = replay_entry(path, kernel, cpu_context(seed=0))
+    with gpu_planning(INTERPRETER_TUNING, dependent_launches=False) as plan:
+        planned = replay_entry(path, PlannedKernel(kernel), cpu_context(seed=0))
+    assert real.properties_run and not real.failed and planned.properties_run == real.properties_run
+    assert distinct(log.records) and distinct(log.records) == distinct(plan.records)
+
+
 def test_gpu_planning_uses_the_h200_launch_plan():
     from harness.generation.cases import Case, build_batch
 

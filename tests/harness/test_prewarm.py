@@ -87,7 +87,7 @@ def test_the_xdist_controller_prewarms_only_our_kernels_on_a_gpu(monkeypatch):
     monkeypatch.setenv("SPECFUZZ_SEED", "4")
     ours = types.SimpleNamespace(getoption=lambda name: None)
     argv = conftest.prewarm_argv(ours, ["0"])
-    assert argv[:2] == ["-m", "harness.compiles.prewarm"] and argv[-2:] == ["--seed", "4"]
+    assert argv[:2] == ["-m", "harness.compiles.prewarm"] and argv[-3:] == ["--seed", "4", "--corpus"]
     assert conftest.prewarm_argv(types.SimpleNamespace(getoption=lambda n: "x.y:z"), ["0"]) is None
     assert conftest.prewarm_argv(ours, []) is None
     monkeypatch.setenv("SPECFUZZ_PREWARM", "0")
@@ -114,7 +114,7 @@ def test_a_prewarmed_run_is_not_planned_again_and_another_compiles_only_new_keys
 
     first = run(0)
     assert first > 10 and compiled[0] and len(compiled[0]) == first
-    monkeypatch.setattr(pw, "planned_keys", lambda *a, **k: pytest.fail("planned again"))
+    monkeypatch.setattr(pw, "_plan_one", lambda *a, **k: pytest.fail("planned again"))
     assert run(0) == first
     assert len(compiled) == 1 and "compiled already" in said[-1]
     monkeypatch.undo()
@@ -123,3 +123,8 @@ def test_a_prewarmed_run_is_not_planned_again_and_another_compiles_only_new_keys
     assert not compiled[1] & compiled[0], "keys compiled by the first run were compiled again"
     assert store.compiled() >= compiled[0] | compiled[1]
     assert pw.Manifests.for_this_build("cpu") is None  # nothing is compiled on the CPU
+    said.clear()
+    with_corpus = pw.prewarm("ci", 0, jobs=0, device=default_device().type, names=PLANNED, manifests=store,
+                             say=said.append, corpus=True)
+    assert with_corpus > first and compiled[-1], "the corpus replay's keys are planned too (--corpus)"
+    assert not compiled[-1] & compiled[0]  # a run of its own, which compiles only the new keys
