@@ -14,8 +14,11 @@ runs instead the standalone script of each upstream report (the python block of
 docs/findings/upstream-*.md: torch and the engine, no specfuzz) in a fresh process, and prints its
 exit status (an ``AssertionError`` is the defect shown), output and seconds. Where the engine is
 installed trimmed (bench/scorecard_gpu.sh: FlashInfer's package ``__init__`` cannot import, SGLang's
-is never run) a preamble first makes ``flashinfer.sampling`` / ``sgl_kernel`` importable the way the
-adapters load them; the report's script itself runs unchanged.
+is never run), or vLLM runs without CUDA (its MRV2 kernels are Triton: on a CPU they run under the
+interpreter, which vLLM's import needs help with), a preamble first makes ``flashinfer.sampling`` /
+``sgl_kernel`` / vLLM's verifier importable the way the adapters load them; the report's script
+itself runs unchanged. ``--upstream`` runs on a CPU too: the vLLM reports' scripts then run under
+Triton's interpreter.
 
 - ``sglang-coin0`` (sglang#35771): one request, a point-mass draft whose target probability is 0, the
   acceptance coin exactly 0 (``torch.rand`` can return it). Correct: rejected. Control: coin 2^-24.
@@ -163,6 +166,17 @@ CHECKS = {
 
 TRIMMED_PREAMBLE = """
 import importlib, importlib.util, sys, types
+import torch
+try:  # without CUDA vLLM imports Triton as a placeholder: the adapter's import runs it interpreted
+    if not torch.cuda.is_available():
+        raise ImportError("no CUDA")
+    import vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils  # noqa: F401
+except Exception:
+    try:
+        from harness.adapters import vllm as _vl
+        _vl._import_vllm()
+    except Exception as exc:
+        print("preamble: vllm not loaded:", exc)
 try:
     import flashinfer.sampling  # noqa: F401
 except Exception:
@@ -189,7 +203,7 @@ except Exception:
 """
 
 
-def upstream_scripts() -> int:
+def upstream_scripts(only=()) -> int:
     """``--upstream`` (module docstring): 0 when every script ran to its end or to its own failed
     assertion (the defect shown); any other error (an import, a CUDA error) is 1."""
     import re
@@ -200,6 +214,8 @@ def upstream_scripts() -> int:
     root = Path(__file__).resolve().parent.parent
     trouble = 0
     for report in sorted((root / "docs" / "findings").glob("upstream-*.md")):
+        if only and not any(name in report.name for name in only):
+            continue
         blocks = re.findall(r"```python\n(.*?)```", report.read_text(), flags=re.S)
         if not blocks:
             print(f"{report.name}: no python block")
@@ -231,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--upstream", action="store_true", help="run the upstream reports' scripts")
     args = parser.parse_args(argv)
     if args.upstream:
-        return upstream_scripts()
+        return upstream_scripts(args.names)
     unknown = sorted(set(args.names) - set(CHECKS))
     if unknown:
         parser.error(f"unknown reproductions {unknown}; known: {', '.join(CHECKS)}")
