@@ -203,35 +203,46 @@ except Exception:
 """
 
 
+def upstream_reports(only=()) -> list:
+    """The upstream reports (docs/findings/upstream-*.md) whose names contain any of ``only``."""
+    from pathlib import Path
+
+    reports = sorted((Path(__file__).resolve().parent.parent / "docs" / "findings").glob("upstream-*.md"))
+    return [r for r in reports if not only or any(name in r.name for name in only)]
+
+
+def run_upstream_script(report, timeout: float = 120.0) -> tuple[object, str, bool]:
+    """Run a report's standalone script (its first python block) after ``TRIMMED_PREAMBLE`` in a fresh
+    process: ``(exit status or "timeout" / "no script", output, whether the script's own assertion
+    failed)``."""
+    import re
+    import subprocess
+
+    blocks = re.findall(r"```python\n(.*?)```", report.read_text(), flags=re.S)
+    if not blocks:
+        return "no script", "", False
+    try:
+        done = subprocess.run([sys.executable, "-c", TRIMMED_PREAMBLE + blocks[0]], capture_output=True,
+                              text=True, timeout=timeout, cwd=report.parents[2])
+        rc, text = done.returncode, (done.stdout + done.stderr).strip()
+    except subprocess.TimeoutExpired:
+        return "timeout", f"no result within {timeout:.0f} s", False
+    lines = text.splitlines()
+    frames = [line for line in lines if line.lstrip().startswith('File "')]
+    own_assert = bool(lines) and lines[-1].startswith("AssertionError") and bool(frames) \
+        and frames[-1].lstrip().startswith('File "<string>"')  # the script's assert, not torch's
+    return rc, text, own_assert
+
+
 def upstream_scripts(only=()) -> int:
     """``--upstream`` (module docstring): 0 when every script ran to its end or to its own failed
     assertion (the defect shown); any other error (an import, a CUDA error) is 1."""
-    import re
-    import subprocess
     import time
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
     trouble = 0
-    for report in sorted((root / "docs" / "findings").glob("upstream-*.md")):
-        if only and not any(name in report.name for name in only):
-            continue
-        blocks = re.findall(r"```python\n(.*?)```", report.read_text(), flags=re.S)
-        if not blocks:
-            print(f"{report.name}: no python block")
-            trouble += 1
-            continue
+    for report in upstream_reports(only):
         started = time.perf_counter()
-        try:
-            done = subprocess.run([sys.executable, "-c", TRIMMED_PREAMBLE + blocks[0]], capture_output=True,
-                                  text=True, timeout=120, cwd=root)
-            rc, text = done.returncode, (done.stdout + done.stderr).strip()
-        except subprocess.TimeoutExpired:
-            rc, text = "timeout", "no result within 120 s"
-        lines = text.splitlines()
-        frames = [line for line in lines if line.lstrip().startswith('File "')]
-        own_assert = bool(lines) and lines[-1].startswith("AssertionError") and bool(frames) \
-            and frames[-1].lstrip().startswith('File "<string>"')  # the script's assert, not torch's
+        rc, text, own_assert = run_upstream_script(report)
         shown = "DEFECT SHOWN (the script's assertion failed)" if own_assert else f"exit {rc}"
         if not (rc == 0 or own_assert):
             trouble += 1
