@@ -17,6 +17,15 @@ prewarm worker does) and run for real (in this process, or with ``--supervised``
 worker), every call's layout (shapes, strides, dtypes, alignment, flags and a digest of the small
 tensors) is logged, and the first call where the two sequences part is printed. A plan that makes
 other calls than the run it stands for misses that run's keys.
+
+    python bench/prewarm_keycheck.py --seed S --check [--only NAME ...] [--profile gpu]
+
+runs ``python -m harness check --in-process`` itself (every property in check's order, one run
+context, no prewarm) with every Triton launch's specialisation key logged per property, beside each
+property's own plan (made as the prewarm makes it, one pool task per property). Per property it
+prints the launched keys its plan lacks (``unplanned``), how many of those another property's plan
+has, and the planned keys it never launched: whether the misses come from what runs before a
+property in check's process. Exit 0 when no property launched a key its plan lacks.
 """
 
 from __future__ import annotations
@@ -133,6 +142,101 @@ def compare_calls(args) -> int:
     return 1 if parted else 0
 
 
+def check_in_order(args) -> int:
+    """``--check``: per-property plans against one in-process ``check`` (module docstring)."""
+    from harness import cli
+    from harness.compiles.keys import LaunchLog
+    from harness.compiles.prewarm import OUR_KERNELS, _plan_one, _pool
+    from harness.properties import REGISTRY
+
+    names = args.only if args.only != ["structural"] else list(REGISTRY)
+    t0 = time.perf_counter()
+    work = [(OUR_KERNELS, args.profile, None, args.seed, args.device, n) for n in names]
+    if args.device == "cpu":  # under the interpreter: plan its launches (its tuning, no PDL, CPU sizes)
+        import contextlib
+
+        from harness.compiles import planning
+        from kernels import tuning
+
+        interpreter = {name: getattr(tuning, name) for name in planning.GPU_TUNING}
+        gpu_planning = planning.gpu_planning
+        with contextlib.ExitStack() as stack:
+            stack.callback(setattr, planning, "gpu_planning", gpu_planning)
+            stack.callback(setattr, planning, "GPU_DEVICE_TYPE", planning.GPU_DEVICE_TYPE)
+            planning.gpu_planning = lambda: gpu_planning(interpreter, dependent_launches=False)
+            planning.GPU_DEVICE_TYPE = "cpu"
+            plans = {name: (took, set(keys), trouble)
+                     for name, took, keys, trouble in map(_plan_one, work)}
+    else:
+        with _pool(args.jobs) as pool:
+            plans = {name: (took, set(keys), trouble)
+                     for name, took, keys, trouble in pool.map(_plan_one, work)}
+    print(f"planned {len(names)} properties in {time.perf_counter() - t0:.1f}s", flush=True)
+    current = {"name": None}
+    originals = {}
+    for name in names:
+        cls = type(REGISTRY[name])
+        if cls in originals:
+            continue
+        originals[cls] = cls.run
+
+        def tagged(self, kernel, ctx, _run=cls.run):
+            current["name"] = self.name
+            try:
+                return _run(self, kernel, ctx)
+            finally:
+                current["name"] = None
+        cls.run = tagged
+    launched: dict = {}
+    with LaunchLog() as log:
+        seen = 0
+
+        def attribute():
+            nonlocal seen
+            for r in log.records[seen:]:
+                launched.setdefault(current["name"] or "(outside a property)", set()).add((r.kernel, r.key))
+            seen = len(log.records)
+        argv = ["check", "--profile", args.profile, "--seed", str(args.seed), "--device", args.device,
+                "--in-process", "--no-prewarm", "--quiet", "--only", *names]
+        from threading import Event, Thread
+
+        stop = Event()
+
+        def poll():  # attribute launches while the property that made them is still running
+            while not stop.wait(0.05):
+                attribute()
+        watcher = Thread(target=poll, daemon=True)
+        watcher.start()
+        try:
+            rc = cli.main(argv)
+        finally:
+            stop.set()
+            watcher.join()
+            attribute()
+    for cls, run in originals.items():
+        cls.run = run
+    every_plan = set().union(*(keys for _, keys, _ in plans.values()))
+    total = 0
+    print(f"check --in-process exit {rc}; per property: launched keys, unplanned (in another plan), "
+          f"planned but not launched")
+    for name in names:
+        took, keys, trouble = plans[name]
+        real = launched.get(name, set())
+        missed = real - keys
+        total += len(missed)
+        print(f"{name:<28} plan {took:5.1f}s {len(keys):4d} keys; launched {len(real):4d}; unplanned "
+              f"{len(missed):3d} ({len(missed & every_plan)}); not launched {len(keys - real):3d}"
+              + (f"; plan trouble: {trouble[:200]}" if trouble else ""), flush=True)
+        for kernel, key in sorted(missed)[: args.limit]:
+            near = closest(str(key), [str(k) for kk, k in keys if kk == kernel])
+            print(f"    {kernel.rsplit('.', 1)[-1]} {str(key)[:400]}")
+            if near:
+                print(f"      nearest planned differs: {differing(near, str(key))[:1200]}")
+    for name in sorted(set(launched) - set(names)):
+        print(f"{name}: launched {len(launched[name])} keys")
+    return 1 if total else 0
+
+
 def main() -> int:
     import torch
 
@@ -150,10 +254,14 @@ def main() -> int:
     p.add_argument("--limit", type=int, default=12)
     p.add_argument("--calls", action="store_true", help="compare planned and real kernel calls instead")
     p.add_argument("--supervised", action="store_true", help="--calls: the real run through check's worker")
-    p.add_argument("--device", default="cuda", help="--calls: where cases live (cpu: interpreter)")
+    p.add_argument("--device", default="cuda", help="--calls, --check: where cases live (cpu: interpreter)")
+    p.add_argument("--check", action="store_true",
+                   help="per-property plans against one in-process check (every property by default)")
     args = p.parse_args()
     if args.calls:
         return compare_calls(args)
+    if args.check:
+        return check_in_order(args)
 
     t0 = time.perf_counter()
     planned = planned_keys(args.profile, args.seed, "cuda", args.jobs, args.only)

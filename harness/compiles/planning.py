@@ -189,12 +189,12 @@ class PlannedKernel:
     capabilities; ``verify`` / ``random_draws`` let the driver plan the call (recorded launches, the
     real argument checks) and answer with the oracle's output and uniforms. The oracle's answers
     to the last ``REMEMBERED`` batches are kept by content: properties that call the kernel again
-    on the same batch (``layout_reuse``: four calls, two batches) pay the float64 oracle once
-    (the oracle was 26 of the 32 s of ``layout_reuse``'s planning on the CPU)."""
+    on the same batch pay the float64 oracle once. ``constant_answers``: ``constant_answer`` instead
+    of the oracle (``CaseProperty.plans_with_constant_answers``)."""
 
     REMEMBERED = 8
 
-    def __init__(self, real=None):
+    def __init__(self, real=None, constant_answers: bool = False):
         from harness.adapters.reference_kernel import ReferenceKernel
         from harness.adapters.triton_kernels import kernel as triton_kernel
 
@@ -203,6 +203,7 @@ class PlannedKernel:
         self.name = f"{self.real.name} (planned)"
         self.methods = self.real.methods
         self.capabilities = self.real.capabilities
+        self.constant_answers = constant_answers
         self._answers: dict = {}
 
     def _oracle(self, what: str, batch):
@@ -218,11 +219,29 @@ class PlannedKernel:
 
     def verify(self, batch):
         self.real.verify(batch)
+        if self.constant_answers:
+            return constant_answer(batch)
         return self._oracle("verify", batch)
 
     def random_draws(self, batch):
         self.real.random_draws(batch)
         return self._oracle("random_draws", batch)
+
+
+def constant_answer(batch):
+    """The same output for every request (token 0, nothing accepted, logprob 0): what ``verify``
+    answers with ``constant_answers``, for a property that compares the kernel only with itself and
+    draws no case from its outputs (``CaseProperty.plans_with_constant_answers``), so that its plan
+    pays no float64 oracle (half of ``layout_reuse``'s planning)."""
+    from harness.contract import VerifyOutput
+
+    width = batch.max_draft_len + 1
+    ids = torch.full((batch.num_reqs, width), -1, dtype=torch.int64, device=batch.device)
+    ids[:, 0] = 0
+    logprobs = (torch.zeros((batch.num_reqs, width), dtype=torch.float32, device=batch.device)
+                if batch.want_logprobs else None)
+    return VerifyOutput(output_token_ids=ids, num_emitted=torch.ones(batch.num_reqs, dtype=torch.int32,
+                                                                     device=batch.device), logprobs=logprobs)
 
 
 def _copied(answer):

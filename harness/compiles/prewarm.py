@@ -132,7 +132,8 @@ def _plan_one(args: tuple) -> tuple[str, float, list, str]:
     ctx.extra.update(sized_for=GPU_DEVICE_TYPE, stat_seconds_per_property=float("inf"))
     started = time.perf_counter()
     with gpu_planning() as log:
-        kernel = PlannedKernel(load_kernel(kernel_spec))
+        constant = getattr(REGISTRY.get(name), "plans_with_constant_answers", False)
+        kernel = PlannedKernel(load_kernel(kernel_spec), constant_answers=constant)
         trouble = ""
         try:
             if name == CORPUS:

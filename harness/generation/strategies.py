@@ -20,9 +20,12 @@ from hypothesis import strategies as st
 from harness.contract import capabilities_of
 from harness.generation.cases import Case
 from harness.generation.logit_families import FAMILIES
+from harness.generation.seeded_draws import pin_draws
 from harness.generation.shape_palette import fit, request_counts, request_limit
 from harness.generation.vocab_ladder import ladder_sizes
 from harness.profiles import Profile
+
+pin_draws()  # the same seed draws the same cases in every process (harness/generation/seeded_draws.py)
 
 _PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 127, 251, 257, 509, 1021, 4093, 8191, 65521, 131071)
 _POWERS = tuple(v for e in range(19) for v in (2**e - 1, 2**e, 2**e + 1) if v >= 1)

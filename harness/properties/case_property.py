@@ -152,6 +152,10 @@ class CaseProperty:
     # of chunked calls). Elsewhere a chunked call only added compiled variants (chunk slices at
     # unaligned rows, per-chunk batch sizes) to a run.
     chunk_budgets: bool = False
+    # A property that judges the kernel only against itself and never draws a case or a call from
+    # its outputs can be planned (harness/compiles/planning.py) with one constant answer per request
+    # instead of the float64 oracle's: the same cases and calls as a passing run, without the oracle.
+    plans_with_constant_answers: bool = False
 
     def not_claimed_reason(self, kernel: object) -> str | None:
         """Why the kernel does not claim this property (``None``: it does)."""
