@@ -44,7 +44,7 @@ DRAW = textwrap.dedent("""
     print(json.dumps({"pinned": seeded_draws._pinned, "cases": drawn}, default=str))
 """)
 
-CONSTANTS = (*range(3, 400, 7), 4093, 12345, 65537, 99991, 2**31 - 3, 2**40 + 7, 0.37, 1e-5, 2.5, 7.25, 0.0625)
+CONSTANTS = (*range(3, 400, 7), 4093, 12345, 65537, 99991, 2**31 - 3, 2**40 + 7, 0.37, 1e-5, 2.5, 0.0625)
 MODULE = "VALUES = [" + ", ".join(str(v) for v in CONSTANTS) + "]\n"
 
 
