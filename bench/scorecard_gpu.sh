@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The outside verifiers' scorecard rows (docs/scorecard.md, issue 50) in one GPU run: FlashInfer 0.7.4
 # `chain`, SGLang sglang-kernel 0.4.6 `chain`, vLLM 0.34.0 `mrv2` and `mrv2_skip_masked`, each
-# `harness check --profile gpu` for two seeds with no budget (every claimed property runs to its end,
+# `harness check --profile gpu` for two seeds side by side with no budget (every claimed property runs to its end,
 # or the run's deadline cuts it and the report says so), the regression corpus replays, the targeted
 # reproductions (bench/engine_repros.py) and the upstream reports' standalone scripts
 # (bench/engine_repros.py --upstream). The four verifiers run side by side on the one GPU (their time
@@ -64,7 +64,7 @@ replay() {  # label pythonpath spec
 }
 
 # 2. side by side: SGLang; FlashInfer (build, then checks); vLLM mrv2; vLLM mrv2_skip_masked
-want sglang && ( for s in "${seeds[@]}"; do check sglang "$engines_path" harness.adapters.sglang:chain "$s"; done
+want sglang && ( for s in "${seeds[@]}"; do check sglang "$engines_path" harness.adapters.sglang:chain "$s" & done; wait
   replay sglang "$engines_path" harness.adapters.sglang:chain ) &
 want flashinfer && ( start=$(date +%s)
   PYTHONPATH=$engines_path timeout 240 python3 -c "
@@ -75,13 +75,13 @@ began = time.perf_counter()
 f._api().softmax(torch.zeros(1, 8, device='cuda'), temperature=torch.ones(1, device='cuda'))
 torch.cuda.synchronize(); print(f'sampling module ready in {time.perf_counter() - began:.1f} s')" >"$out/flashinfer-build.log" 2>&1
   echo "flashinfer build: exit $? in $(( $(date +%s) - start )) s: $(tail -1 "$out/flashinfer-build.log" | cut -c1-200)" >>"$out/summary.txt"
-  for s in "${seeds[@]}"; do check flashinfer "$engines_path" harness.adapters.flashinfer:chain "$s"; done
+  for s in "${seeds[@]}"; do check flashinfer "$engines_path" harness.adapters.flashinfer:chain "$s" & done; wait
   replay flashinfer "$engines_path" harness.adapters.flashinfer:chain
   PYTHONPATH=$engines_path timeout 150 python3 bench/engine_repros.py --json "$out/repros.json" >"$out/repros.log" 2>&1
   PYTHONPATH=$engines_path timeout 150 python3 bench/engine_repros.py --upstream >"$out/upstream.log" 2>&1 ) &
-want vllm-mrv2 && ( for s in "${seeds[@]}"; do check vllm-mrv2 "$vllm_path" harness.adapters.vllm:mrv2 "$s"; done
+want vllm-mrv2 && ( for s in "${seeds[@]}"; do check vllm-mrv2 "$vllm_path" harness.adapters.vllm:mrv2 "$s" & done; wait
   replay vllm-mrv2 "$vllm_path" harness.adapters.vllm:mrv2 ) &
-want vllm-mrv2_skip_masked && ( for s in "${seeds[@]}"; do check vllm-mrv2_skip_masked "$vllm_path" harness.adapters.vllm:mrv2_skip_masked "$s"; done ) &
+want vllm-mrv2_skip_masked && ( for s in "${seeds[@]}"; do check vllm-mrv2_skip_masked "$vllm_path" harness.adapters.vllm:mrv2_skip_masked "$s" & done; wait ) &
 # our kernels: do planned and real calls part (issue 49's plan misses; bench/prewarm_keycheck.py --calls)
 want calls && ( for mode in ${CALLS_MODES:-in-process supervised}; do
     cap=$(left); [ "$cap" -le 30 ] && break
