@@ -149,7 +149,7 @@ def check_in_order(args) -> int:
     from harness.compiles.prewarm import OUR_KERNELS, _plan_one, _pool
     from harness.properties import REGISTRY
 
-    names = args.only if args.only != ["structural"] else list(REGISTRY)
+    names = args.only or list(REGISTRY)
     t0 = time.perf_counter()
     work = [(OUR_KERNELS, args.profile, None, args.seed, args.device, n) for n in names]
     if args.device == "cpu":  # under the interpreter: plan its launches (its tuning, no PDL, CPU sizes)
@@ -172,49 +172,29 @@ def check_in_order(args) -> int:
             plans = {name: (took, set(keys), trouble)
                      for name, took, keys, trouble in pool.map(_plan_one, work)}
     print(f"planned {len(names)} properties in {time.perf_counter() - t0:.1f}s", flush=True)
-    current = {"name": None}
-    originals = {}
-    for name in names:
-        cls = type(REGISTRY[name])
-        if cls in originals:
-            continue
-        originals[cls] = cls.run
-
-        def tagged(self, kernel, ctx, _run=cls.run):
-            current["name"] = self.name
-            try:
-                return _run(self, kernel, ctx)
-            finally:
-                current["name"] = None
-        cls.run = tagged
     launched: dict = {}
+    originals = {}
     with LaunchLog() as log:
-        seen = 0
+        for name in names:  # each property's launches are the log's records while it runs
+            cls = type(REGISTRY[name])
+            if cls in originals:
+                continue
+            originals[cls] = cls.run
 
-        def attribute():
-            nonlocal seen
-            for r in log.records[seen:]:
-                launched.setdefault(current["name"] or "(outside a property)", set()).add((r.kernel, r.key))
-            seen = len(log.records)
+            def tagged(self, kernel, ctx, _run=cls.run):
+                mark = log.mark()
+                try:
+                    return _run(self, kernel, ctx)
+                finally:
+                    launched.setdefault(self.name, set()).update((r.kernel, r.key) for r in log.since(mark))
+            cls.run = tagged
         argv = ["check", "--profile", args.profile, "--seed", str(args.seed), "--device", args.device,
                 "--in-process", "--no-prewarm", "--quiet", "--only", *names]
-        from threading import Event, Thread
-
-        stop = Event()
-
-        def poll():  # attribute launches while the property that made them is still running
-            while not stop.wait(0.05):
-                attribute()
-        watcher = Thread(target=poll, daemon=True)
-        watcher.start()
         try:
             rc = cli.main(argv)
         finally:
-            stop.set()
-            watcher.join()
-            attribute()
-    for cls, run in originals.items():
-        cls.run = run
+            for cls, run in originals.items():
+                cls.run = run
     every_plan = set().union(*(keys for _, keys, _ in plans.values()))
     total = 0
     print(f"check --in-process exit {rc}; per property: launched keys, unplanned (in another plan), "
@@ -232,8 +212,6 @@ def check_in_order(args) -> int:
             print(f"    {kernel.rsplit('.', 1)[-1]} {str(key)[:400]}")
             if near:
                 print(f"      nearest planned differs: {differing(near, str(key))[:1200]}")
-    for name in sorted(set(launched) - set(names)):
-        print(f"{name}: launched {len(launched[name])} keys")
     return 1 if total else 0
 
 
@@ -249,7 +227,7 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--profile", default="gpu")
-    p.add_argument("--only", nargs="+", default=["structural"])
+    p.add_argument("--only", nargs="+", default=None, help="default: structural (--check: every property)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--limit", type=int, default=12)
     p.add_argument("--calls", action="store_true", help="compare planned and real kernel calls instead")
@@ -258,6 +236,8 @@ def main() -> int:
     p.add_argument("--check", action="store_true",
                    help="per-property plans against one in-process check (every property by default)")
     args = p.parse_args()
+    if args.only is None and not args.check:
+        args.only = ["structural"]
     if args.calls:
         return compare_calls(args)
     if args.check:
