@@ -12,12 +12,12 @@
 #   carry: .engines (docs/engines.md) for FlashInfer and SGLang, .whl and .vllm (docs/vllm.md) for vLLM:
 #          together over a device call's 64 MiB, so run the engines and vLLM as two calls (JOBS)
 #   usage: bash bench/scorecard_gpu.sh OUT      env: SEEDS="101 102" EXAMPLES=6 DEADLINE_S=400
-#          JOBS="sglang flashinfer vllm-mrv2 vllm-mrv2_skip_masked calls" (any of them; default all)
+#          JOBS="sglang flashinfer vllm-mrv2 vllm-mrv2_skip_masked ours calls" (any of them; default all)
 # OUT gets scorecard-logs.tgz (every log and report.json) and summary.txt (one line per check): a
 # device run returns only a few files.
 set -uo pipefail
 final=${1:?out dir}; seeds=(${SEEDS:-101 102}); examples=${EXAMPLES:-6}; deadline=${DEADLINE_S:-400}
-jobs=" ${JOBS:-sglang flashinfer vllm-mrv2 vllm-mrv2_skip_masked calls} "
+jobs=" ${JOBS:-sglang flashinfer vllm-mrv2 vllm-mrv2_skip_masked ours calls} "
 out=$(mktemp -d /tmp/scorecard.XXXX); mkdir -p "$final"
 want() { [[ $jobs == *" $1 "* ]]; }
 site=/tmp/site; vsite=/tmp/vsite; vtree=/tmp/vllm-0.34.0
@@ -80,7 +80,10 @@ torch.cuda.synchronize(); print(f'sampling module ready in {time.perf_counter() 
   PYTHONPATH=$engines_path timeout 150 python3 bench/engine_repros.py --json "$out/repros.json" >"$out/repros.log" 2>&1
   PYTHONPATH=$engines_path timeout 150 python3 bench/engine_repros.py --upstream >"$out/upstream.log" 2>&1 ) &
 want vllm-mrv2 && ( for s in "${seeds[@]}"; do check vllm-mrv2 "$vllm_path" harness.adapters.vllm:mrv2 "$s" & done; wait
-  replay vllm-mrv2 "$vllm_path" harness.adapters.vllm:mrv2 ) &
+  replay vllm-mrv2 "$vllm_path" harness.adapters.vllm:mrv2
+  PYTHONPATH=$vllm_path timeout 150 python3 bench/engine_repros.py --upstream vllm >"$out/upstream-vllm.log" 2>&1 ) &
+# ours, at the same examples and seeds as the outside columns (the prewarm on, as by default on a GPU)
+want ours && ( for s in "${seeds[@]}"; do check ours "$PWD" harness.adapters.triton_kernels:kernel "$s" & done; wait ) &
 want vllm-mrv2_skip_masked && ( for s in "${seeds[@]}"; do check vllm-mrv2_skip_masked "$vllm_path" harness.adapters.vllm:mrv2_skip_masked "$s" & done; wait ) &
 # our kernels: do planned and real calls part (issue 49's plan misses; bench/prewarm_keycheck.py --calls)
 want calls && ( for mode in ${CALLS_MODES:-in-process supervised}; do
@@ -92,6 +95,6 @@ want calls && ( for mode in ${CALLS_MODES:-in-process supervised}; do
 wait
 say "done"
 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 >>"$out/summary.txt"
-sort "$out/summary.txt"; cat "$out/repros.log" "$out/upstream.log" "$out/calls.log" 2>/dev/null | grep -v Warning | cut -c1-400
+sort "$out/summary.txt"; cat "$out/repros.log" "$out/upstream.log" "$out/upstream-vllm.log" "$out/calls.log" 2>/dev/null | grep -v Warning | cut -c1-400
 cp "$out/summary.txt" "$final/"
 tar -czf "$final/scorecard-logs.tgz" -C "$out" .

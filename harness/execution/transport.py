@@ -17,12 +17,19 @@ worker sends those back and ``write_back`` copies them into the harness's own st
 kernel that modifies its inputs, or writes into its caller's output buffers (``verify_into``), is
 seen exactly as in one process. A result packed with the argument storages as ``known`` refers to
 them by index: a result that aliases an argument comes back as a view of the harness's own tensor.
+
+A tensor made by ``tiled(source, times)`` (``source.repeat(times, 1, ...)``: the statistical layer's
+replicated requests, up to 2 GiB a batch) travels as its source's bytes and a count, and the worker
+repeats them on its device: moving 2 GiB through host memory and the pipe took seconds per call. It
+is shipped so only while its storage still holds exactly that tiling (checked on its device when the
+call is packed); otherwise, and for every other tensor, the whole storage travels.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -39,13 +46,57 @@ class TensorRef:
     offset: int
 
 
+@dataclass(frozen=True)
+class Tiled:
+    """A storage's bytes as ``unit`` repeated ``times`` times (what ``tiled`` made)."""
+
+    unit: bytes
+    times: int
+
+
+# storage key -> (the tensor ``tiled`` returned, its source's bytes as uint8 on its device, times)
+_TILINGS: dict[tuple, tuple[weakref.ref, torch.Tensor, int]] = {}
+
+
+def _storage_key(t: torch.Tensor) -> tuple:
+    storage = t.untyped_storage()
+    return (str(t.device), storage.data_ptr(), storage.nbytes())
+
+
+def tiled(source: torch.Tensor, times: int) -> torch.Tensor:
+    """``source.repeat(times, 1, ...)`` (a fresh contiguous tensor), remembered as a tiling of
+    ``source``'s bytes so that a supervised call ships ``source`` once (module docstring)."""
+    out = source.repeat(times, *([1] * (source.dim() - 1)))
+    unit = source.contiguous().reshape(-1).view(torch.uint8).clone()
+    if times > 1 and unit.numel() and out.untyped_storage().nbytes() == unit.numel() * times:
+        key = _storage_key(out)
+        _TILINGS[key] = (weakref.ref(out, lambda _, key=key: _TILINGS.pop(key, None)), unit, times)
+    return out
+
+
+def tiling_of(storage: torch.Tensor) -> Tiled | None:
+    """``Tiled`` for a whole-storage uint8 view that ``tiled`` made and whose bytes are still that
+    tiling (compared on its device), else None."""
+    entry = _TILINGS.get(_storage_key(storage))
+    if entry is None or entry[0]() is None:
+        return None
+    _, unit, times = entry
+    if storage.numel() != unit.numel() * times or not torch.equal(
+        storage.view(times, unit.numel()), unit.view(1, -1).expand(times, -1)
+    ):
+        return None
+    return Tiled(unit.cpu().numpy().tobytes(), times)
+
+
 def storage_bytes(storage: torch.Tensor) -> bytes:
     """The bytes of a uint8 storage view, copied to the host."""
     return storage.cpu().numpy().tobytes() if storage.numel() else b""
 
 
-def as_storage(data: bytes, device: str) -> torch.Tensor:
-    """A fresh uint8 storage view holding ``data`` on ``device``."""
+def as_storage(data: bytes | Tiled, device: str) -> torch.Tensor:
+    """A fresh uint8 storage view holding ``data`` on ``device`` (a ``Tiled`` repeated there)."""
+    if isinstance(data, Tiled):
+        return as_storage(data.unit, device).repeat(data.times)
     host = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
     return host if device == "cpu" else host.to(device)
 
@@ -93,9 +144,9 @@ class Packer:
             return _with_fields(obj, self.pack)
         return obj
 
-    def table(self) -> list[tuple[str, bytes]]:
-        """``(device, bytes)`` of the storages this packer added (not the ``known`` ones)."""
-        return [(str(s.device), storage_bytes(s)) for s in self.storages[self.first_new :]]
+    def table(self) -> list[tuple[str, bytes | Tiled]]:
+        """``(device, bytes or Tiled)`` of the storages this packer added (not the ``known`` ones)."""
+        return [(str(s.device), tiling_of(s) or storage_bytes(s)) for s in self.storages[self.first_new :]]
 
 
 def _with_fields(obj, fn):
@@ -122,11 +173,12 @@ def unpack(obj, storages: list[torch.Tensor]):
     return obj
 
 
-def snapshot(storages: list[torch.Tensor], table: list[tuple[str, bytes]]) -> list:
-    """What ``changed_storages`` compares with: the bytes received for a host storage (no copy), a
-    device-side clone for a CUDA one."""
+def snapshot(storages: list[torch.Tensor], table: list[tuple[str, bytes | Tiled]]) -> list:
+    """What ``changed_storages`` compares with: the bytes received for a host storage (no copy unless
+    it came tiled), a device-side clone for a CUDA one."""
     return [
-        data if s.device.type == "cpu" else s.clone() for s, (_, data) in zip(storages, table, strict=True)
+        s.clone() if s.device.type != "cpu" else data if isinstance(data, bytes) else storage_bytes(s)
+        for s, (_, data) in zip(storages, table, strict=True)
     ]
 
 

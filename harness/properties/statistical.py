@@ -42,6 +42,7 @@ import torch
 from scipy.stats import norm
 
 from harness.contract import VerifyBatch, VerifyOutput, capabilities_of
+from harness.execution.transport import tiled
 from harness.judging import stats
 from harness.properties.base import (
     FAIL,
@@ -900,8 +901,8 @@ def _first_token_batches(row: LargeVocabRow, method: str, n: int, seed_root: int
         else:
             ids = torch.multinomial(q, count, replacement=True, generator=gen)
         batch = VerifyBatch(
-            target_logits=target.repeat(count, 1),
-            draft_logits=None if draft is None else draft.repeat(count, 1),
+            target_logits=tiled(target, count),  # tiled: a supervised call ships one row, not 2 GiB
+            draft_logits=None if draft is None else tiled(draft, count),
             draft_token_ids=ids,
             cu_num_draft_tokens=torch.arange(count + 1, dtype=torch.int32, device=device),
             temperature=torch.full((count,), row.temperature, dtype=torch.float32, device=device),

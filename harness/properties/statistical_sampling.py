@@ -15,6 +15,7 @@ from dataclasses import replace
 import torch
 
 from harness.contract import VerifyBatch, VerifyOutput
+from harness.execution.transport import tiled
 from harness.profiles import Profile
 
 # Bonferroni budget: the statistical properties of harness.properties.statistical* make at most this
@@ -39,11 +40,12 @@ def batch_size(device: torch.device, rows_per_request: int, vocab: int, n: int) 
 
 
 def replicate(base: VerifyBatch, replicas: int) -> VerifyBatch:
-    """``base`` (one request) repeated ``replicas`` times (seeds to be filled in by ``with_seeds``)."""
+    """``base`` (one request) repeated ``replicas`` times (seeds to be filled in by ``with_seeds``).
+    The logits are ``tiled``: a supervised call ships one request's rows, not the batch's."""
     if base.num_reqs != 1:
         raise ValueError("replicate expects a one-request batch")
     k = base.max_draft_len
-    rep = lambda t: None if t is None else t.repeat(replicas, *([1] * (t.dim() - 1)))
+    rep = lambda t: None if t is None else tiled(t, replicas)
     return replace(
         base,
         target_logits=rep(base.target_logits),
