@@ -2,7 +2,7 @@
 flashinfer-0.7.4.md, docs/findings/sglang-kernel-0.4.6.md), on a GPU with the engines installed.
 
     PYTHONPATH=. python bench/engine_repros.py [sglang-coin0 sglang-greedy-ties flashinfer-minus-one
-        flashinfer-empty-residual]
+        flashinfer-empty-residual flashinfer-nan-draft-row]
         [--json OUT]
 
 Each prints one line ``<name>: REPRODUCED|NOT REPRODUCED|UNAVAILABLE -- evidence`` and the JSON file
@@ -35,6 +35,11 @@ Triton's interpreter.
   normalised within float32 rounding), draft token 0: rejected when ``u * p >= q`` (``u`` within
   2^-23 of 1); the residual ``relu(q - p)`` is then all zero and, read from source, the correction
   written is ``-1``. Correct: an id in ``[0, V)``. Runs 2^26 rows in 64 calls (expected events ~8).
+- ``flashinfer-nan-draft-row``: the case ``degenerate_rows_outcome`` failed on (H100, 2026-12-07): a
+  draft row all ``-inf``, so its probabilities (softmax) are NaN, with target rows uniform, at V = 1
+  and V = 8. Read from source: the acceptance test with a NaN draft probability rejects, the residual
+  ``relu(p - NaN)`` has no positive entry, and the ``-1`` fallback of item 2 is written. Correct: an
+  id in ``[0, V)``, or an error.
 """
 
 from __future__ import annotations
@@ -156,11 +161,33 @@ def flashinfer_empty_residual(calls: int = 64, rows: int = 1 << 20) -> dict:
     return {"verdict": verdict, "evidence": evidence}
 
 
+def flashinfer_nan_draft_row() -> dict:
+    from harness.adapters import flashinfer
+
+    why = flashinfer.flashinfer_available()
+    if why:
+        return {"verdict": "UNAVAILABLE", "evidence": why}
+    chain = flashinfer._api().chain
+    seen, bad = {}, False
+    for vocab in (1, 8):
+        draft = torch.softmax(torch.full((1, 1, vocab), float("-inf"), device="cuda"), -1)  # NaN
+        target = torch.softmax(torch.zeros(1, 2, vocab, device="cuda"), -1)
+        ids = torch.zeros((1, 1), dtype=torch.int32, device="cuda")
+        seed = torch.full((1,), 7, dtype=torch.int64, device="cuda")
+        out, _acc, emitted = chain(draft, ids, target, deterministic=True, seed=seed,
+                                   offset=torch.zeros(1, dtype=torch.int64, device="cuda"))
+        tokens = out[0, : int(emitted[0]) + 1].tolist()  # accepted drafts, then the correction or bonus
+        seen[f"V={vocab}"] = tokens
+        bad = bad or any(not 0 <= t < vocab for t in tokens)
+    return {"verdict": "REPRODUCED" if bad else "NOT REPRODUCED", "evidence": f"emitted {seen}"}
+
+
 CHECKS = {
     "sglang-coin0": sglang_coin0,
     "sglang-greedy-ties": sglang_greedy_ties,
     "flashinfer-minus-one": flashinfer_minus_one,
     "flashinfer-empty-residual": flashinfer_empty_residual,
+    "flashinfer-nan-draft-row": flashinfer_nan_draft_row,
 }
 
 
