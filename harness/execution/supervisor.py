@@ -140,9 +140,14 @@ class Worker:
         return os.path.getsize(self.log_path)
 
     def log_tail(self, since: int = 0) -> str:
+        """The log from ``since``, at most its last ``STDERR_TAIL_CHARS``, without faulthandler's
+        closing list of loaded extension modules: with scipy loaded it is over 3000 characters, and
+        it pushed the stack dump (the evidence) out of the tail."""
         with open(self.log_path, "rb") as f:
-            f.seek(max(since, self.log_size() - STDERR_TAIL_CHARS))
-            return f.read().decode("utf-8", "replace")
+            f.seek(max(since, self.log_size() - 8 * STDERR_TAIL_CHARS))
+            text = f.read().decode("utf-8", "replace")
+        kept = [line for line in text.splitlines(keepends=True) if not line.startswith("Extension modules: ")]
+        return "".join(kept)[-STDERR_TAIL_CHARS:]
 
     def dump_stacks(self) -> None:
         """Ask a hung worker for every thread's stack (faulthandler, into the log); wait until the

@@ -29,7 +29,7 @@ from harness.contract import VerifyOutput
 from harness.execution import kernel_calls
 from harness.execution.guard_bands import guarded_batch, guarded_outputs
 from harness.execution.kernel_calls import KernelFault
-from harness.execution.supervisor import supervise
+from harness.execution.supervisor import STDERR_TAIL_CHARS, Worker, supervise
 from harness.execution.transport import Packer, as_storage, changed_storages, snapshot, unpack, write_back
 from harness.generation.cases import Case, build_batch
 from harness.plugins import REFERENCE_KERNEL_SPEC
@@ -118,6 +118,19 @@ def test_supervised_reference_kernel_matches_in_process_and_keeps_guard_bands():
         assert isinstance(out, VerifyOutput) and supervised.supervisor.faults == 0
     finally:
         supervised.close()
+
+
+def test_the_stderr_tail_keeps_the_stack_dump_when_many_extension_modules_are_loaded(tmp_path):
+    """faulthandler ends its dump with the loaded extension modules: over 3000 characters once scipy
+    is loaded (as in any check), which pushed the stack, the evidence, out of the tail."""
+    log = tmp_path / "worker.log"
+    stack = 'Fatal Python error: Segmentation fault\n  File "/x/harness/broken/segfault_on_large_batch.py"\n'
+    modules = "Extension modules: " + ", ".join(f"scipy.mod{i}" for i in range(400)) + " (total: 400)\n"
+    log.write_text("earlier call's noise\n" + stack + "\n" + modules)
+    fake = type("W", (), {"log_path": str(log), "log_size": lambda self: log.stat().st_size})()
+    tail = Worker.log_tail(fake, since=len("earlier call's noise\n"))
+    assert len(modules) > STDERR_TAIL_CHARS and "segfault_on_large_batch.py" in tail
+    assert "Extension modules" not in tail and "noise" not in tail
 
 
 class SimulatedDeviceFault(ReferenceKernel):
