@@ -59,6 +59,7 @@ _TILINGS: dict[tuple, tuple[weakref.ref, torch.Tensor, int]] = {}
 
 
 def _storage_key(t: torch.Tensor) -> tuple:
+    """Which storage ``t`` lives in: the packer's table index and the tilings are keyed by it."""
     storage = t.untyped_storage()
     return (str(t.device), storage.data_ptr(), storage.nbytes())
 
@@ -67,8 +68,9 @@ def tiled(source: torch.Tensor, times: int) -> torch.Tensor:
     """``source.repeat(times, 1, ...)`` (a fresh contiguous tensor), remembered as a tiling of
     ``source``'s bytes so that a supervised call ships ``source`` once (module docstring)."""
     out = source.repeat(times, *([1] * (source.dim() - 1)))
-    unit = source.contiguous().reshape(-1).view(torch.uint8).clone()
-    if times > 1 and unit.numel() and out.untyped_storage().nbytes() == unit.numel() * times:
+    unit_bytes = source.numel() * source.element_size()
+    if times > 1 and unit_bytes and out.untyped_storage().nbytes() == unit_bytes * times:
+        unit = source.contiguous().reshape(-1).view(torch.uint8).clone()
         key = _storage_key(out)
         _TILINGS[key] = (weakref.ref(out, lambda _, key=key: _TILINGS.pop(key, None)), unit, times)
     return out
@@ -112,15 +114,11 @@ class Packer:
     def __init__(self, known: list[torch.Tensor] | None = None):
         self.storages: list[torch.Tensor] = list(known or [])
         self.first_new = len(self.storages)
-        self._index = {self._key(s): i for i, s in enumerate(self.storages)}
-
-    @staticmethod
-    def _key(u8: torch.Tensor) -> tuple:
-        return (str(u8.device), u8.untyped_storage().data_ptr(), u8.untyped_storage().nbytes())
+        self._index = {_storage_key(s): i for i, s in enumerate(self.storages)}
 
     def _ref(self, t: torch.Tensor) -> TensorRef:
         u8 = whole_storage(t)
-        key = self._key(u8)
+        key = _storage_key(u8)
         if key not in self._index or key[1] == 0:  # zero-size storages are never shared
             self._index[key] = len(self.storages)
             self.storages.append(u8)
