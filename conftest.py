@@ -17,6 +17,9 @@
   profile with ``SPECFUZZ_SEED`` makes (``python -m harness.compiles.prewarm``: what the property tests
   draw), so that the workers load binaries instead of compiling the same ones at the same time.
   ``SPECFUZZ_PREWARM=0`` turns that off; nothing happens without a GPU or with another ``--kernel``.
+  The workers get ``SPECFUZZ_PREWARM=0``, so that a ``check`` a test runs (in process or as a
+  subprocess) does not start a prewarm pool of its own beside 15 other workers: the controller's
+  prewarm has compiled the profile's keys, and anything else compiles on demand.
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ def pytest_xdist_setupnodes(config, specs):
         return
     for index, spec in enumerate(specs):
         spec.env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
+        spec.env["SPECFUZZ_PREWARM"] = "0"  # the controller's prewarm below serves them (module docstring)
     prewarm_command = prewarm_argv(config, gpus)
     if prewarm_command:
         import subprocess

@@ -90,8 +90,9 @@ def add_check_cli(subparsers) -> None:
         "--prewarm",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="first compile every Triton specialisation the run will launch, in parallel "
-        "(harness/compiles/prewarm.py); default: on for our kernels on a GPU, where it pays",
+        help="compile every Triton specialisation the run will launch in parallel processes while "
+        "the properties run (harness/compiles/prewarm.py); default: on for our kernels on a GPU "
+        "unless SPECFUZZ_PREWARM=0 (what pytest -n auto's workers get)",
     )
     add_supervision_args(p)
     p.add_argument(
@@ -210,13 +211,19 @@ def run_check(args: argparse.Namespace) -> int:
                                    and unclaimed_result(p, kernel) is None}
     from harness.compiles.prewarm import OUR_KERNELS
 
-    if device.type == "cuda" and (args.prewarm or (args.prewarm is None and args.kernel == OUR_KERNELS)):
-        from harness.compiles.prewarm import prewarm
-
-        prewarm(profile.name, seed, device="cuda", kernel_spec=args.kernel, say=say,
-                max_examples=args.max_examples, names=args.only)
-    results = []
     kernel = supervise(kernel, args.kernel, profile, args.in_process)
+    warming = None
+    # On the CPU nothing compiles: --prewarm runs only the plumbing (tests/harness/test_worker_preload.py)
+    default_on = os.environ.get("SPECFUZZ_PREWARM", "1") != "0" and args.kernel == OUR_KERNELS
+    if args.prewarm or (args.prewarm is None and device.type == "cuda" and default_on):
+        from harness.compiles import prewarm as warm_up
+
+        supervisor = getattr(kernel, "supervisor", None)  # its worker loads the binaries between calls
+        ready = (lambda records: supervisor.preload(warm_up.LOAD_BINARY, records)) if supervisor else None
+        warming = warm_up.prewarm(profile.name, seed, device=device.type, kernel_spec=args.kernel, say=say,
+                                  max_examples=args.max_examples, names=args.only, background=True,
+                                  ready=ready)
+    results = []
     with interrupt_on_sigterm():  # a time limit still gets the summary and the report of what ran
         try:
             results = import_error_results(args.only)
@@ -226,6 +233,10 @@ def run_check(args: argparse.Namespace) -> int:
             results.append(PropertyResult("check", 0, ERROR, note="interrupted before any property ran"))
         finally:
             close(kernel)
+            if warming is not None:
+                # a run that passed everything launched every key it planned (harness/compiles/prewarm.py)
+                passed = bool(results) and all(r.verdict in ("pass", "not claimed") for r in results)
+                warming.stop(record=passed)
     duration = time.perf_counter() - t0
 
     print(summary_table(results))

@@ -27,7 +27,10 @@ A later run then only loads binaries. Keys a run draws that were not planned (a 
 still compile on demand, so prewarming can make a run faster, never different. GPU only: under the
 interpreter nothing compiles (``warmup`` returns at once), which is what the CPU tests rely on to
 check the plumbing. ``python -m harness.compiles.prewarm --profile ci --seed 0`` is what conftest.py runs in
-the xdist controller before the workers start; ``check --prewarm`` runs it before its properties.
+the xdist controller before the workers start. ``check`` (on a GPU, our kernels) runs it in the
+background (``Prewarm``): its properties start at once, a key needed before the pool has it
+compiles on demand as it would without a prewarm, and the pool compiles the keys of the earliest
+properties first.
 """
 
 from __future__ import annotations
@@ -35,18 +38,21 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
+import heapq
 import importlib
 import json
 import os
 import sys
+import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
 
 import kernels._device  # noqa: F401  (selects TRITON_INTERPRET before triton is imported)
 
 OUR_KERNELS = "harness.adapters.triton_kernels:kernel"
+LOAD_BINARY = "harness.compiles.prewarm:load_binary"  # what a check's worker runs between calls
 INT_FOR_CLASS = {"1": 1, "i32/16": 16, "i32": 17, "i64/16": 2**32, "i64": 2**32 + 1, "u64/16": 2**63 + 16,
                  "u64": 2**63 + 1, "u1": True, "fp32": 1.5, "None": None}
 
@@ -94,6 +100,19 @@ def warmup_kwargs(fn, key: tuple) -> dict:
         param = params.get(name)
         out[name] = value_for(cls, param.constexpr) if param else ast.literal_eval(cls)
     return out
+
+
+def load_binary(record) -> None:
+    """Make ``(kernel, key)`` ready to launch in this process, as its first launch would: Triton
+    loads the binary from its on-disk cache (compiles it when it is missing) into its in-memory
+    cache, then onto the current GPU. What a check's worker does between calls
+    (harness/execution/worker.py ``Preloader``), so that its launches find the binaries loaded."""
+    kernel, key = record
+    fn = jit_function(kernel)
+    compiled = fn.warmup(grid=(1,), **warmup_kwargs(fn, tuple(tuple(item) for item in key)))
+    init = getattr(compiled, "_init_handles", None)  # Triton's lazy module load (cuModuleLoadData)
+    if callable(init):
+        init()
 
 
 def _compile_some(records: list) -> tuple[int, list[str]]:
@@ -233,11 +252,16 @@ class Manifests:
         return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:24]
 
     def keys_of(self, run: str) -> set | None:
+        records = self.records_of(run)
+        return None if records is None else set(records)
+
+    def records_of(self, run: str) -> list | None:
+        """The run's keys in the order it first launches them (by property), or None."""
         try:
             records = json.loads((self.folder / f"{run}.json").read_text())
         except (OSError, ValueError):
             return None
-        return {(kernel, tuple(tuple(item) for item in key)) for kernel, key in records}
+        return [(kernel, tuple(tuple(item) for item in key)) for kernel, key in records]
 
     def compiled(self) -> set:
         """Every key any run of this build compiled."""
@@ -245,26 +269,151 @@ class Manifests:
         return set().union(*(self.keys_of(run) or set() for run in runs))
 
     def record(self, run: str, keys) -> None:
+        """``keys``: a list in the run's order (``records_of``), or a set (stored sorted)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self.folder / f".{run}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(sorted(keys)))
+        tmp.write_text(json.dumps(keys if isinstance(keys, list) else sorted(keys)))
         tmp.replace(self.folder / f"{run}.json")  # atomic: a concurrent reader sees all or nothing
+
+
+class Prewarm:
+    """A prewarm under way: planning and compiling in one process pool, driven by a thread of this
+    process, so that a check's properties can run meanwhile (``prewarm(..., background=True)``).
+
+    Compiles are queued by the position of the first property that planned them (the order a check
+    runs them in), at most one per free pool process, so the keys the run needs soonest compile
+    first. A launch that needs a key before it is compiled compiles it on demand, as without a
+    prewarm; both write the same binary to the cache, so the race is only wasted work."""
+
+    def __init__(self, work: list, skip: set, jobs: int, manifests, run: str, say, ready=None):
+        self.work, self.skip, self.jobs, self.manifests = work, skip, jobs, manifests
+        self.run, self.say = run, say
+        self.ready = ready or (lambda records: None)
+        self.keys, self.seconds, self.troubles, self.errors = set(), {}, [], []
+        self.rank: dict = {}  # key -> the position of the first property that plans it
+        self.done = 0
+        self.started = time.perf_counter()
+        self.planned_at = None
+        self._stopped = False
+        self._pool = _pool(jobs)
+        self._thread = threading.Thread(target=self._drive, name="specfuzz-prewarm", daemon=True)
+        self._thread.start()
+
+    def _drive(self) -> None:
+        pool, queue, queued, pending_records = self._pool, [], set(), {}
+        rank = {args[-1]: i for i, args in enumerate(self.work)}
+        pending = {pool.submit(_plan_one, args): "plan" for args in self.work}
+        plans_left = len(pending)
+        try:
+            while pending and not self._stopped:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    kind = pending.pop(future)
+                    if kind == "plan":
+                        name, took, planned, trouble = future.result()
+                        plans_left -= 1
+                        self.seconds[name] = took
+                        self.keys.update(planned)
+                        for record in planned:
+                            self.rank[record] = min(self.rank.get(record, rank[name]), rank[name])
+                        if trouble:
+                            self.troubles.append(f"{name}: {trouble}")
+                        self.ready(sorted(set(planned) & self.skip))  # compiled by an earlier run
+                        for record in sorted(set(planned) - self.skip - queued):
+                            queued.add(record)
+                            heapq.heappush(queue, (rank[name], record))
+                        if not plans_left:
+                            self.planned_at = time.perf_counter()
+                    else:
+                        n, errs = future.result()
+                        self.done, self.errors = self.done + n, self.errors + errs
+                        if n:
+                            self.ready([pending_records.pop(future)])
+                        else:
+                            pending_records.pop(future)
+                while queue and len(pending) < self.jobs and not self._stopped:
+                    record = heapq.heappop(queue)[1]
+                    future = pool.submit(_compile_some, [record])
+                    pending[future], pending_records[future] = "compile", record
+        except Exception as exc:  # noqa: BLE001 -- a broken pool only costs on-demand compiles
+            if not self._stopped:
+                self.say(f"prewarm: stopped by {type(exc).__name__}: {exc}")
+            self._stopped = True
+
+    def wait(self) -> int:
+        """Wait until every planned key is compiled; record the run's manifest, say what was done,
+        and return how many keys the run launches that are now compiled."""
+        self._thread.join()
+        self._pool.shutdown()
+        if self._stopped:
+            return 0
+        if self.manifests is not None:  # keys that failed to warm up compile on demand, here and later
+            self.manifests.record(self.run, self.ordered_keys())
+        now = time.perf_counter()
+        planned_at = self.planned_at or now
+        slowest = ", ".join(f"{n} {s:.1f}s" for n, s in sorted(self.seconds.items(), key=lambda x: -x[1])[:3])
+        self.say(f"prewarm: {len(self.keys)} specialisations planned in {planned_at - self.started:.1f}s "
+                 f"(slowest: {slowest}), {self.done} of them new, all compiled {now - planned_at:.1f}s after "
+                 f"the last plan ({now - self.started:.1f}s in all, {self.jobs} processes)"
+                 + (f"; {len(self.errors)} failed (they compile on demand): {self.errors[:3]}"
+                    if self.errors else ""))
+        for trouble in self.troubles:  # the run will compile what this plan missed
+            self.say(f"prewarm: the plan of {trouble}")
+        return len(self.keys) - len(self.errors)
+
+    def ordered_keys(self) -> list:
+        """The planned keys in the order the run first needs them (``Manifests.records_of``)."""
+        return sorted(self.keys, key=lambda record: (self.rank.get(record, len(self.work)), record))
+
+    def finished(self) -> bool:
+        return not self._thread.is_alive()
+
+    def stop(self, record: bool = False) -> None:
+        """End it now: the run it served is over. Compiles in progress are killed (Triton writes a
+        binary to the cache only whole, so a killed one leaves nothing behind). ``record``: the run
+        launched every key it planned (it was not cut short), so each is compiled, by this pool or
+        on demand, and once every plan is done the run's manifest is recorded as ``wait`` would;
+        otherwise none is, and the next run plans again and compiles only what is still missing."""
+        if self.finished():
+            self.wait()
+            return
+        self._stopped = True
+        self._thread.join(timeout=5)
+        for process in list(getattr(self._pool, "_processes", {}).values()):
+            process.terminate()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        plans = f"{len(self.seconds)} of {len(self.work)} plans done"
+        if record and self.planned_at is not None and self.manifests is not None:
+            self.manifests.record(self.run, self.ordered_keys())
+            plans += ", manifest recorded"
+        self.say(f"prewarm: stopped with the run after {time.perf_counter() - self.started:.1f}s, "
+                 f"{self.done} keys compiled ({plans})")
 
 
 def prewarm(profile: str, seed: int, jobs: int | None = None, device: str = "cuda",
             kernel_spec: str = OUR_KERNELS, say=print, max_examples: int | None = None,
-            names=None, manifests: Manifests | None | str = "this build", corpus: bool = False) -> int:
-    """Plan and compile a check's keys; returns the number of keys the run launches that are now
-    compiled. Only our kernels are planned. ``manifests``: where compiled runs are recorded
-    (default: this build's, in the Triton cache; None: plan and compile every time). ``corpus``: also
-    the regression corpus's replay (``pytest -n auto``'s controller: tests/harness/test_corpus.py).
+            names=None, manifests: Manifests | None | str = "this build", corpus: bool = False,
+            background: bool = False, ready=None):
+    """Plan and compile a check's keys. Only our kernels are planned. ``manifests``: where compiled
+    runs are recorded (default: this build's, in the Triton cache; None: plan and compile every
+    time). ``corpus``: also the regression corpus's replay (``pytest -n auto``'s controller:
+    tests/harness/test_corpus.py).
 
     Planning and compiling share one pool and overlap: a property's new keys are queued for
     compiling as soon as its plan is done (one key per task, so the pool stays balanced), while
-    the slower properties are still planning."""
+    the slower properties are still planning.
+
+    Returns the number of keys the run launches that are now compiled; with ``background`` it
+    returns at once with a ``Prewarm`` (or None when there is nothing to do) whose ``wait`` or
+    ``stop`` the caller must call. ``jobs`` default: one process per CPU, two fewer in the
+    background (the run itself needs them). ``ready``, if given, is called with lists of keys whose
+    binaries are in the cache, in the order the run first needs them, as soon as that is known: a
+    recorded run's at once, else each plan's keys that earlier runs compiled and each key once
+    compiled (from the prewarm's thread). ``check`` hands them to its worker to load between calls
+    (``load_binary``)."""
     if kernel_spec != OUR_KERNELS:
         say(f"prewarm: skipped (plans only {OUR_KERNELS})")
-        return 0
+        return None if background else 0
     if manifests == "this build":
         manifests = Manifests.for_this_build(device)
     spec_key = kernel_spec + (" + corpus" if corpus else "")
@@ -274,51 +423,33 @@ def prewarm(profile: str, seed: int, jobs: int | None = None, device: str = "cud
     if known is not None:
         say(f"prewarm: the {len(known)} specialisations of this run are compiled already "
             f"({manifests.folder / run}.json, {time.perf_counter() - started:.1f}s)")
-        return len(known)
-    jobs = max(1, os.cpu_count() or 1) if jobs is None else jobs
+        if ready is not None:
+            ready(manifests.records_of(run))
+        return None if background else len(known)
+    cpus = max(1, os.cpu_count() or 1)
+    jobs = (max(1, cpus - 2) if background else cpus) if jobs is None else jobs
     from harness.properties import REGISTRY
 
     work = [(kernel_spec, profile, max_examples, seed, device, n)
             for n in [*(names or list(REGISTRY)), *([CORPUS] if corpus else [])]]
     skip = manifests.compiled() if manifests is not None else set()
-    keys, queued, seconds, done, errors, troubles = set(), set(), {}, 0, [], []
-    if jobs == 0:
+    if jobs == 0:  # in this process, one step after the other (tests)
+        keys, troubles = set(), []
         for args in work:
-            name, took, planned, trouble = _plan_one(args)
-            seconds[name] = took
+            name, _, planned, trouble = _plan_one(args)
             keys.update(planned)
             if trouble:
                 troubles.append(f"{name}: {trouble}")
-        planned_at = time.perf_counter()
         done, errors = compile_keys(keys - skip, 0)
-    else:
-        with _pool(jobs) as pool:
-            plans = [pool.submit(_plan_one, args) for args in work]
-            compiles = []
-            for future in as_completed(plans):
-                name, took, planned, trouble = future.result()
-                seconds[name] = took
-                keys.update(planned)
-                if trouble:
-                    troubles.append(f"{name}: {trouble}")
-                for record in sorted(set(planned) - skip - queued):
-                    queued.add(record)
-                    compiles.append(pool.submit(_compile_some, [record]))
-            planned_at = time.perf_counter()
-            for future in compiles:
-                n, errs = future.result()
-                done, errors = done + n, errors + errs
-    if manifests is not None:  # keys that failed to warm up compile on demand, in this run and later ones
-        manifests.record(run, keys)
-    planned = planned_at - started
-    slowest = ", ".join(f"{n} {s:.1f}s" for n, s in sorted(seconds.items(), key=lambda x: -x[1])[:3])
-    say(f"prewarm: {len(keys)} specialisations planned in {planned:.1f}s (slowest: {slowest}), {done} "
-        f"of them new, all compiled {time.perf_counter() - planned_at:.1f}s after the last plan "
-        f"({time.perf_counter() - started:.1f}s in all, {jobs} processes)"
-        + (f"; {len(errors)} failed (they compile on demand): {errors[:3]}" if errors else ""))
-    for trouble in troubles:  # the run will compile what this plan missed
-        say(f"prewarm: the plan of {trouble}")
-    return len(keys) - len(errors)
+        if manifests is not None:
+            manifests.record(run, keys)
+        say(f"prewarm: {len(keys)} specialisations planned, {done} of them new, compiled in this process "
+            f"({time.perf_counter() - started:.1f}s in all)")
+        for trouble in troubles:
+            say(f"prewarm: the plan of {trouble}")
+        return None if background else len(keys) - len(errors)
+    handle = Prewarm(work, skip, jobs, manifests, run, say, ready)
+    return handle if background else handle.wait()
 
 
 def main(argv=None) -> int:

@@ -55,6 +55,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
 from multiprocessing import spawn
 
@@ -135,6 +136,7 @@ class Worker:
         child.close()
         self.send = self.conn.send
         self.ready = False
+        self.preloaded = 0  # how many of the supervisor's preloads were sent to this worker
 
     def log_size(self) -> int:
         return os.path.getsize(self.log_path)
@@ -220,7 +222,23 @@ class Supervisor:
         self._log_dir = tempfile.mkdtemp(prefix="specfuzz-workers-")
         self._active: Worker | None = None
         self._spare: Worker | None = None
+        self._preloads: list = []  # (loader, record), in the order given: every worker gets them all
+        self._preloads_lock = threading.Lock()
         atexit.register(self.close)
+
+    def preload(self, loader: str, records) -> None:
+        """Have the worker call ``loader`` (``module:function``) on each record while it waits for
+        calls (harness/execution/worker.py ``Preloader``): sent before the next call, and again to
+        a worker that replaces a faulted one. Safe from any thread."""
+        with self._preloads_lock:
+            self._preloads.extend((loader, record) for record in records)
+
+    def _send_preloads(self, worker: Worker) -> None:
+        with self._preloads_lock:
+            todo = self._preloads[worker.preloaded:]
+            worker.preloaded = len(self._preloads)
+        for loader in dict.fromkeys(loader for loader, _ in todo):
+            worker.send(("preload", loader, [record for name, record in todo if name == loader]))
 
     def _start(self) -> Worker:
         self.workers_started += 1
@@ -248,6 +266,7 @@ class Supervisor:
     def call(self, name: str, *args):
         """``kernel.<name>(*args)`` in the worker; see the module docstring for what comes back."""
         worker = self._worker()
+        self._send_preloads(worker)
         self.calls += 1
         packer = Packer()
         tree = packer.pack(args)

@@ -94,6 +94,16 @@ def test_the_xdist_controller_prewarms_only_our_kernels_on_a_gpu(monkeypatch):
     assert conftest.prewarm_argv(ours, ["0"]) is None
 
 
+def test_the_xdist_workers_get_a_gpu_each_and_no_prewarm_of_their_own(monkeypatch):
+    """The controller prewarms once; a ``check`` in a worker must not start a pool of its own."""
+    monkeypatch.setattr(conftest, "visible_gpus", lambda: ["0", "1"])
+    monkeypatch.setattr(conftest, "prewarm_argv", lambda config, gpus: None)
+    specs = [types.SimpleNamespace(env={}) for _ in range(3)]
+    conftest.pytest_xdist_setupnodes(None, specs)
+    assert [s.env["CUDA_VISIBLE_DEVICES"] for s in specs] == ["0", "1", "0"]
+    assert all(s.env["SPECFUZZ_PREWARM"] == "0" for s in specs)
+
+
 def test_a_prewarmed_run_is_not_planned_again_and_another_compiles_only_new_keys(tmp_path, monkeypatch):
     """The manifests (harness/compiles/prewarm.py, 3): the same run again plans and compiles
     nothing; another seed compiles only the keys no earlier run of this build compiled."""
@@ -128,3 +138,41 @@ def test_a_prewarmed_run_is_not_planned_again_and_another_compiles_only_new_keys
                              say=said.append, corpus=True)
     assert with_corpus > first and compiled[-1], "the corpus replay's keys are planned too (--corpus)"
     assert not compiled[-1] & compiled[0]  # a run of its own, which compiles only the new keys
+
+
+def test_a_background_prewarm_plans_what_a_blocking_one_plans_and_records_it_once_done(tmp_path):
+    """``prewarm(..., background=True)`` (what ``check`` uses on a GPU): the same keys as planning in
+    this process, compiled by a pool while the caller goes on; ``wait`` records the manifest."""
+    from harness.compiles import prewarm as pw
+
+    names = ("degenerate_rows_outcome",)
+    device = default_device().type
+    store = pw.Manifests(tmp_path / "build")
+    ready = []
+    handle = pw.prewarm("ci", 0, jobs=2, device=device, names=names, manifests=store, say=lambda s: None,
+                        background=True, ready=ready.extend)
+    assert isinstance(handle, pw.Prewarm)
+    got = handle.wait()
+    expected = planned_keys("ci", 0, device, jobs=0, names=names)
+    assert handle.keys == expected and got == len(expected) > 0
+    assert sorted(ready) == sorted(expected), "each key is handed on once it is compiled"
+    run = pw.Manifests.run_name("ci", 0, None, list(names), pw.OUR_KERNELS)
+    assert store.keys_of(run) == expected
+    assert pw.prewarm("ci", 0, jobs=2, device=device, names=names, manifests=store, say=lambda s: None,
+                      background=True) is None, "a recorded run is not prewarmed again"
+
+
+def test_a_prewarm_stopped_before_its_plans_are_done_records_nothing(tmp_path):
+    """A run that ends first stops the prewarm at once; without every plan there is no manifest,
+    even when the run asks for one (``record``), so the next run plans again."""
+    import time
+
+    from harness.compiles import prewarm as pw
+
+    store, said = pw.Manifests(tmp_path / "build"), []
+    handle = pw.prewarm("ci", 0, jobs=1, device=default_device().type, names=("structural", "layout_reuse"),
+                        manifests=store, say=said.append, background=True)
+    started = time.perf_counter()
+    handle.stop(record=True)
+    assert time.perf_counter() - started < 10
+    assert not store.compiled() and "stopped with the run" in said[-1] and "manifest" not in said[-1]
