@@ -293,7 +293,7 @@ class Prewarm:
         self.rank: dict = {}  # key -> the position of the first property that plans it
         self.done = 0
         self.started = time.perf_counter()
-        self.planned_at = None
+        self.planned_at = self.ended_at = None
         self._stopped = False
         self._pool = _pool(jobs)
         self._thread = threading.Thread(target=self._drive, name="specfuzz-prewarm", daemon=True)
@@ -306,7 +306,7 @@ class Prewarm:
         plans_left = len(pending)
         try:
             while pending and not self._stopped:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                finished, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)  # sees a stop soon
                 for future in finished:
                     kind = pending.pop(future)
                     if kind == "plan":
@@ -339,17 +339,16 @@ class Prewarm:
             if not self._stopped:
                 self.say(f"prewarm: stopped by {type(exc).__name__}: {exc}")
             self._stopped = True
+        self.ended_at = time.perf_counter()
+        if not self._stopped:
+            self._finish()
 
-    def wait(self) -> int:
-        """Wait until every planned key is compiled; record the run's manifest, say what was done,
-        and return how many keys the run launches that are now compiled."""
-        self._thread.join()
-        self._pool.shutdown()
-        if self._stopped:
-            return 0
+    def _finish(self) -> None:
+        """Once every planned key is compiled (in the driving thread, so a run sees the line when
+        it happens): record the run's manifest and say what was done."""
         if self.manifests is not None:  # keys that failed to warm up compile on demand, here and later
             self.manifests.record(self.run, self.ordered_keys())
-        now = time.perf_counter()
+        now = self.ended_at
         planned_at = self.planned_at or now
         slowest = ", ".join(f"{n} {s:.1f}s" for n, s in sorted(self.seconds.items(), key=lambda x: -x[1])[:3])
         self.say(f"prewarm: {len(self.keys)} specialisations planned in {planned_at - self.started:.1f}s "
@@ -359,6 +358,14 @@ class Prewarm:
                     if self.errors else ""))
         for trouble in self.troubles:  # the run will compile what this plan missed
             self.say(f"prewarm: the plan of {trouble}")
+
+    def wait(self) -> int:
+        """Wait until every planned key is compiled (the manifest is then recorded) and return how
+        many keys the run launches that are now compiled."""
+        self._thread.join()
+        self._pool.shutdown()
+        if self._stopped:
+            return 0
         return len(self.keys) - len(self.errors)
 
     def ordered_keys(self) -> list:
@@ -378,7 +385,7 @@ class Prewarm:
             self.wait()
             return
         self._stopped = True
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=2)
         for process in list(getattr(self._pool, "_processes", {}).values()):
             process.terminate()
         self._pool.shutdown(wait=False, cancel_futures=True)

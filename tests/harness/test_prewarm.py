@@ -174,5 +174,5 @@ def test_a_prewarm_stopped_before_its_plans_are_done_records_nothing(tmp_path):
                         manifests=store, say=said.append, background=True)
     started = time.perf_counter()
     handle.stop(record=True)
-    assert time.perf_counter() - started < 10
+    assert time.perf_counter() - started < 4, "the run waited for a plan or compile in progress"
     assert not store.compiled() and "stopped with the run" in said[-1] and "manifest" not in said[-1]
