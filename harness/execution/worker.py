@@ -26,6 +26,7 @@ harness, so a hung worker never outlives a killed harness.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import faulthandler
 import importlib
@@ -74,16 +75,24 @@ class Preloader:
 
     def add(self, loader: str, records) -> None:
         module, _, name = loader.partition(":")
-        load = getattr(importlib.import_module(module), name)
+        try:
+            load = getattr(importlib.import_module(module), name)
+        except Exception as exc:  # noqa: BLE001 -- preloading only saves time; the calls still run
+            print(f"specfuzz preload: no loader {loader}: {type(exc).__name__}: {exc}", flush=True)
+            return
         self.queue.extend((load, r) for r in records)
         self.more.set()
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="specfuzz-preload", daemon=True)
             self._thread.start()
 
+    @contextlib.contextmanager
     def during_call(self):
+        """Hold off the loading while a call runs (after the load in progress, if any)."""
         self.call_waiting.set()
-        return self.lock
+        with self.lock:
+            self.call_waiting.clear()
+            yield
 
     def _run(self) -> None:
         while not self.stopped:
@@ -141,7 +150,6 @@ def serve(conn: Connection, spec: str) -> None:
             preloader.add(message[1], message[2])
             continue
         with preloader.during_call():
-            preloader.call_waiting.clear()
             _serve_call(conn, kernel, message, torch, kernel_calls, poison_allocator)
 
 

@@ -63,6 +63,14 @@ def test_the_worker_loads_in_order_between_calls_and_its_calls_stay_exact(tmp_pa
         supervised.close()
 
 
+def test_a_loader_that_cannot_be_imported_only_stops_the_preloading(tmp_path):
+    preloader = Preloader()
+    preloader.add("no_such_module_anywhere:load", [("x",)])
+    with preloader.during_call():  # calls still run
+        pass
+    assert not preloader.queue
+
+
 def test_a_record_that_takes_long_stops_the_preloading(tmp_path):
     """A record slower than SLOW_S is a compile, not a load: later records are left to their calls."""
     path = str(tmp_path / "loads.jsonl")
@@ -80,7 +88,6 @@ def test_a_call_waits_for_the_load_in_progress_then_the_loads_wait_for_it(tmp_pa
     preloader.add(PROBE, [(path, f"r{i}", 0.3) for i in range(3)])
     time.sleep(0.1)  # r0 is loading
     with preloader.during_call():
-        preloader.call_waiting.clear()
         entered = time.time()
         time.sleep(0.5)  # the call's work: no load may run now
         left = time.time()
