@@ -107,12 +107,16 @@ def load_binary(record) -> None:
     loads the binary from its on-disk cache (compiles it when it is missing) into its in-memory
     cache, then onto the current GPU. What a check's worker does between calls
     (harness/execution/worker.py ``Preloader``), so that its launches find the binaries loaded."""
-    kernel, key = record
-    fn = jit_function(kernel)
-    compiled = fn.warmup(grid=(1,), **warmup_kwargs(fn, tuple(tuple(item) for item in key)))
-    init = getattr(compiled, "_init_handles", None)  # Triton's lazy module load (cuModuleLoadData)
+    init = getattr(_warm_up(*record), "_init_handles", None)  # Triton's lazy module load (cuModuleLoadData)
     if callable(init):
         init()
+
+
+def _warm_up(kernel: str, key):
+    """Triton's ``warmup`` of ``kernel`` with arguments whose specialisation key is ``key`` (compiles
+    it, or loads it from the on-disk cache); returns Triton's compiled kernel."""
+    fn = jit_function(kernel)
+    return fn.warmup(grid=(1,), **warmup_kwargs(fn, tuple(tuple(item) for item in key)))
 
 
 def _compile_some(records: list) -> tuple[int, list[str]]:
@@ -120,8 +124,7 @@ def _compile_some(records: list) -> tuple[int, list[str]]:
     done, errors = 0, []
     for kernel, key in records:
         try:
-            fn = jit_function(kernel)
-            fn.warmup(grid=(1,), **warmup_kwargs(fn, key))
+            _warm_up(kernel, key)
             done += 1
         except Exception as exc:  # noqa: BLE001 -- a key that cannot be warmed up compiles on demand
             errors.append(f"{kernel.rsplit('.', 1)[-1]}: {type(exc).__name__}: {str(exc)[:200]}")
@@ -441,15 +444,18 @@ def prewarm(profile: str, seed: int, jobs: int | None = None, device: str = "cud
             for n in [*(names or list(REGISTRY)), *([CORPUS] if corpus else [])]]
     skip = manifests.compiled() if manifests is not None else set()
     if jobs == 0:  # in this process, one step after the other (tests)
-        keys, troubles = set(), []
+        ordered, troubles = {}, []  # dict: the keys in the order the run first needs them
         for args in work:
             name, _, planned, trouble = _plan_one(args)
-            keys.update(planned)
+            ordered.update(dict.fromkeys(planned))
             if trouble:
                 troubles.append(f"{name}: {trouble}")
+        keys = set(ordered)
         done, errors = compile_keys(keys - skip, 0)
         if manifests is not None:
-            manifests.record(run, keys)
+            manifests.record(run, list(ordered))
+        if ready is not None and not errors:  # which keys failed is not known here: hand on none then
+            ready(list(ordered))
         say(f"prewarm: {len(keys)} specialisations planned, {done} of them new, compiled in this process "
             f"({time.perf_counter() - started:.1f}s in all)")
         for trouble in troubles:

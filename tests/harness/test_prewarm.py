@@ -176,3 +176,16 @@ def test_a_prewarm_stopped_before_its_plans_are_done_records_nothing(tmp_path):
     handle.stop(record=True)
     assert time.perf_counter() - started < 4, "the run waited for a plan or compile in progress"
     assert not store.compiled() and "stopped with the run" in said[-1] and "manifest" not in said[-1]
+
+
+def test_planning_in_this_process_records_and_hands_on_the_keys_in_the_runs_order(tmp_path):
+    """``jobs=0``: the manifest lists the keys by the first property that plans them, as a
+    background prewarm's does, and ``ready`` gets them once compiled."""
+    from harness.compiles import prewarm as pw
+
+    store, ready = pw.Manifests(tmp_path / "build"), []
+    pw.prewarm("ci", 0, jobs=0, device=default_device().type, names=PLANNED, manifests=store,
+               say=lambda s: None, ready=ready.extend)
+    first = planned_keys("ci", 0, default_device().type, jobs=0, names=PLANNED[:1])
+    records = store.records_of(pw.Manifests.run_name("ci", 0, None, list(PLANNED), pw.OUR_KERNELS))
+    assert ready == records and set(records[: len(first)]) == first
