@@ -13,12 +13,9 @@
   ``--time-limit SECONDS`` sets the per-call limit.
 - Under ``pytest -n N`` on a GPU machine, each xdist worker is pinned to one GPU
   (``CUDA_VISIBLE_DEVICES``), round robin over the GPUs already visible to the controller, and the
-  controller compiles, in parallel and beside the workers, every Triton specialisation that a check
-  of the active profile with ``SPECFUZZ_SEED`` makes (``python -m harness.compiles.prewarm``: what
-  the property tests draw), so that most launches load binaries instead of compiling them. The pool
-  runs at niceness 10: it compiles on the CPU the tests leave idle (waiting on subprocesses, the GPU,
-  CUDA start-ups), and a key a test reaches first compiles on demand. It blocked the workers for
-  110 s of a 300 s budget before (H100, 316 keys, 16 processes).
+  controller first compiles, in parallel, every Triton specialisation that a check of the active
+  profile with ``SPECFUZZ_SEED`` makes (``python -m harness.compiles.prewarm``: what the property tests
+  draw), so that the workers load binaries instead of compiling the same ones at the same time.
   ``SPECFUZZ_PREWARM=0`` turns that off; nothing happens without a GPU or with another ``--kernel``.
   The workers get ``SPECFUZZ_PREWARM=0``, so that a ``check`` a test runs (in process or as a
   subprocess) does not start a prewarm pool of its own beside 15 other workers: the controller's
@@ -98,25 +95,7 @@ def pytest_xdist_setupnodes(config, specs):
         import sys
 
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpus[0])
-        # Beside the workers, at a lower CPU priority (module docstring): a test that needs a key first
-        # compiles it itself, and the pool's compiles take the CPU the tests leave idle.
-        config._specfuzz_prewarm = subprocess.Popen(  # noqa: SLF001
-            [sys.executable, *prewarm_command], env=env, cwd=str(config.rootpath),
-            preexec_fn=lambda: os.nice(PREWARM_NICENESS))
-
-
-PREWARM_NICENESS = 10
-
-
-def pytest_unconfigure(config):
-    """The controller's prewarm ends with the session (a cut one records no manifest)."""
-    warming = getattr(config, "_specfuzz_prewarm", None)
-    if warming is not None and warming.poll() is None:
-        warming.terminate()
-        try:
-            warming.wait(timeout=10)
-        except Exception:  # noqa: BLE001 -- a pool that ignores SIGTERM is killed
-            warming.kill()
+        subprocess.run([sys.executable, *prewarm_command], env=env, cwd=str(config.rootpath), check=False)
 
 
 def prewarm_argv(config, gpus: list[str]) -> list[str] | None:

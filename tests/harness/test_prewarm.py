@@ -4,8 +4,6 @@ interpreter; on a GPU the same calls compile)."""
 
 from __future__ import annotations
 
-import os
-import time
 import types
 
 import pytest
@@ -104,23 +102,6 @@ def test_the_xdist_workers_get_a_gpu_each_and_no_prewarm_of_their_own(monkeypatc
     conftest.pytest_xdist_setupnodes(None, specs)
     assert [s.env["CUDA_VISIBLE_DEVICES"] for s in specs] == ["0", "1", "0"]
     assert all(s.env["SPECFUZZ_PREWARM"] == "0" for s in specs)
-
-
-def test_the_controller_prewarm_runs_beside_the_workers_at_low_priority_and_ends_with_the_session(
-        monkeypatch, tmp_path):
-    """The controller does not wait for its prewarm (it cost 110 s of pytest's 300 s on an H100): the
-    pool starts niced, the workers start at once, and the session's end stops a pool still running."""
-    monkeypatch.setattr(conftest, "visible_gpus", lambda: ["0"])
-    monkeypatch.setattr(conftest, "prewarm_argv", lambda config, gpus: ["-c", "import time; time.sleep(60)"])
-    config = types.SimpleNamespace(rootpath=tmp_path)
-    started = time.monotonic()
-    conftest.pytest_xdist_setupnodes(config, [types.SimpleNamespace(env={})])
-    assert time.monotonic() - started < 5, "the controller waited for its prewarm"
-    pool = config._specfuzz_prewarm
-    assert pool.poll() is None
-    assert os.getpriority(os.PRIO_PROCESS, pool.pid) >= os.getpriority(os.PRIO_PROCESS, 0) + 1
-    conftest.pytest_unconfigure(config)
-    assert pool.poll() is not None and time.monotonic() - started < 20
 
 
 def test_a_prewarmed_run_is_not_planned_again_and_another_compiles_only_new_keys(tmp_path, monkeypatch):
